@@ -1,0 +1,249 @@
+"""The `reckon` command line: thin commands that parse, call one use case and render.
+Every error a user can cause ends as one line on stderr and a non-zero exit code, in
+`main()`; no command prints a traceback."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from service import estimates
+from service.config import load_settings
+from service.domain import (
+    ConflictError,
+    Estimate,
+    InputError,
+    NotFoundError,
+    ReckonError,
+    UnavailableError,
+)
+from service.estimates import RawInputs
+from service.hardware import PRECISIONS, Catalog, build_catalog
+from service.units import format_duration, parse_count, parse_duration_seconds
+from service.views import estimate_view, gpu_view, plan_view, sensitivity_view
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CODES: dict[type[ReckonError], int] = {
+    InputError: 2,
+    NotFoundError: 3,
+    ConflictError: 4,
+    UnavailableError: 5,
+}
+
+
+def _catalog() -> Catalog:
+    return build_catalog(load_settings().hardware_file)
+
+
+def _emit_json(document: object) -> None:
+    click.echo(json.dumps(document, indent=2, sort_keys=False, allow_nan=False))
+
+
+def estimate_options(*, with_gpus: bool = True) -> Callable[[F], F]:
+    """The inputs shared by estimate, plan and sensitivity, named as in DESIGN §4."""
+
+    def decorate(command: F) -> F:
+        options = [
+            click.option("--params", required=True, help="(Active) parameters: 7e9, 7B."),
+            click.option("--tokens", required=True, help="Training tokens: 1e12, 1T."),
+            click.option("--gpu", required=True, help="GPU model, e.g. a100-80gb, h100-sxm."),
+            click.option("--precision", default="bf16", show_default=True,
+                         help="Numeric precision: " + ", ".join(PRECISIONS) + "."),
+            click.option("--recompute", default="none", show_default=True,
+                         help="Activation recomputation: none, selective or full."),
+            click.option("--recompute-factor", type=float, default=None,
+                         help="Explicit hardware/model FLOPs ratio (overrides --recompute)."),
+            click.option("--utilization", type=float, default=None,
+                         help="Hardware FLOPs utilization u in (0, 1]. [default: 0.4]"),
+            click.option("--overhead", type=float, default=None,
+                         help="Overhead share of wall time f in [0, 1). [default: 0]"),
+            click.option("--layers", type=int, default=None, help="Layers L (attention term)."),
+            click.option("--hidden-size", type=int, default=None, help="Model width d."),
+            click.option("--seq-len", type=int, default=None, help="Sequence length T."),
+            click.option("--price-per-gpu-hour", type=float, default=None,
+                         help="Price of one GPU-hour, to report cost."),
+        ]
+        if with_gpus:
+            options.insert(3, click.option("--gpus", type=int, required=True,
+                                           help="Number of GPUs."))
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _raw(options: dict[str, Any], gpus: int) -> RawInputs:
+    return RawInputs(
+        params=parse_count(options["params"], "params"),
+        tokens=parse_count(options["tokens"], "tokens"),
+        gpu=options["gpu"],
+        gpus=gpus,
+        precision=options["precision"],
+        recompute=options["recompute"],
+        utilization=options["utilization"],
+        overhead=options["overhead"],
+        layers=options["layers"],
+        hidden_size=options["hidden_size"],
+        seq_len=options["seq_len"],
+        recompute_factor=options["recompute_factor"],
+        price_per_gpu_hour=options["price_per_gpu_hour"],
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="reckon")
+def cli() -> None:
+    """Reckon: how many GPUs, and how long? Estimates that learn from MLflow."""
+
+
+@cli.command()
+@estimate_options()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def estimate(as_json: bool, gpus: int, **options: Any) -> None:
+    """Estimate FLOPs, compute and wall time, GPU-hours and MFU for one training job."""
+    catalog = _catalog()
+    result = estimates.compute(catalog, estimates.build_request(catalog, _raw(options, gpus)))
+    if as_json:
+        _emit_json(estimate_view(result))
+    else:
+        click.echo(_estimate_text(result))
+
+
+def _estimate_text(result: Estimate) -> str:
+    request = result.request
+    hardware, factors = request.hardware, request.factors
+    lines = [
+        f"{request.model.params:.3g} params x {request.model.tokens:.3g} tokens on "
+        f"{hardware.gpus} x {hardware.gpu} ({hardware.precision}, recompute {request.recompute})",
+        f"  wall time        {format_duration(result.wall_seconds)}"
+        f"  ({result.wall_seconds:,.0f} s)",
+        f"  compute time     {format_duration(result.compute_seconds)}",
+        f"  FLOPs            {result.flops:.3e} hardware, {result.model_flops:.3e} model"
+        f" (recompute x{result.recompute_factor:.4g})",
+        f"  peak per GPU     {result.peak_flops / 1e12:,.4g} TFLOP/s (dense)",
+        f"  utilization      {factors.utilization:.1%} (MFU {result.mfu:.1%}),"
+        f" overhead {factors.overhead:.1%}",
+        f"  GPU-hours        {result.gpu_hours:,.0f}",
+        f"  tokens/s         {result.tokens_per_second:,.0f}"
+        f" ({result.tokens_per_second / hardware.gpus:,.0f} per GPU)",
+    ]
+    if result.cost is not None:
+        lines.append(f"  cost             {result.cost:,.2f}")
+    return "\n".join(lines)
+
+
+@cli.command()
+@estimate_options(with_gpus=False)
+@click.option("--deadline", required=True, help="Wall-clock deadline: 30d, 3.5d, 3d8h, P3DT8H.")
+@click.option("--multiple-of", type=int, default=1, show_default=True,
+              help="Round the GPU count up to a multiple of this.")
+@click.option("--whole-nodes", is_flag=True, help="Same as --multiple-of 8 (8-GPU nodes).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def plan(
+    deadline: str, multiple_of: int, whole_nodes: bool, as_json: bool, **options: Any
+) -> None:
+    """The fewest GPUs whose wall time meets a deadline."""
+    catalog = _catalog()
+    request = estimates.build_request(catalog, _raw(options, gpus=1))
+    answer = estimates.plan(
+        catalog, request, parse_duration_seconds(deadline), 8 if whole_nodes else multiple_of
+    )
+    if as_json:
+        _emit_json(plan_view(answer))
+        return
+    unit = f" (multiples of {answer.multiple_of})" if answer.multiple_of > 1 else ""
+    click.echo(
+        f"{answer.gpus:,} x {request.hardware.gpu}{unit} to finish within "
+        f"{format_duration(answer.deadline_seconds)}\n{_estimate_text(answer.estimate)}"
+    )
+
+
+def _parse_vary(values: tuple[str, ...]) -> dict[str, list[str]]:
+    extra: dict[str, list[str]] = {}
+    for item in values:
+        name, sep, listed = item.partition("=")
+        choices = [part.strip() for part in listed.split(",") if part.strip()]
+        if not sep or not name.strip() or not choices:
+            raise InputError(f"--vary takes NAME=V1,V2,..., got {item!r}")
+        extra[name.strip().replace("-", "_")] = choices
+    return extra
+
+
+@cli.command()
+@estimate_options()
+@click.option("--vary", multiple=True, metavar="NAME=V1,V2",
+              help="Also vary this input over these values (repeatable), e.g. tokens=5e11,2e12.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def sensitivity(vary: tuple[str, ...], as_json: bool, gpus: int, **options: Any) -> None:
+    """Wall time as utilization, recompute, GPU count, precision (and more) vary."""
+    catalog = _catalog()
+    request = estimates.build_request(catalog, _raw(options, gpus))
+    base, rows = estimates.sensitivity(catalog, request, _parse_vary(vary))
+    if as_json:
+        _emit_json(sensitivity_view(base, rows))
+        return
+    click.echo(f"base case: {format_duration(base.wall_seconds)}")
+    click.echo(f"{'variable':<12} {'value':<10} {'wall time':<24} {'change':>9}")
+    for row in rows:
+        mark = " (base)" if row.is_base else ""
+        click.echo(
+            f"{row.variable:<12} {row.value:<10} {format_duration(row.wall_seconds):<24} "
+            f"{row.change_pct:>+8.1f}%{mark}"
+        )
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def hardware(as_json: bool) -> None:
+    """List the GPU catalog: dense peak TFLOP/s per precision, with sources."""
+    specs = _catalog().gpus()
+    if as_json:
+        _emit_json({"gpus": [gpu_view(spec) for spec in specs]})
+        return
+    click.echo(f"{'gpu':<12}" + "".join(f"{p:>9}" for p in PRECISIONS) + "  source")
+    for spec in specs:
+        cells = "".join(
+            f"{spec.peak_flops[p] / 1e12:>9,.1f}" if p in spec.peak_flops else f"{'-':>9}"
+            for p in PRECISIONS
+        )
+        click.echo(f"{spec.name:<12}{cells}  {spec.source}")
+    click.echo("dense TFLOP/s per GPU; add your own in the file named by RECKON_HARDWARE_FILE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: maps every user-facing failure to one line and an exit code."""
+    try:
+        result = cli.main(args=argv, prog_name="reckon", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as error:
+        click.echo(f"reckon: error: {error.format_message()}", err=True)
+        return error.exit_code
+    except click.exceptions.Abort:
+        click.echo("reckon: aborted", err=True)
+        return 130
+    except ReckonError as error:
+        click.echo(f"reckon: error: {error}", err=True)
+        return _exit_code(error)
+    return result if isinstance(result, int) else 0
+
+
+def _exit_code(error: ReckonError) -> int:
+    for kind, code in EXIT_CODES.items():
+        if isinstance(error, kind):
+            return code
+    return 1
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+functools.update_wrapper(run, main)

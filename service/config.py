@@ -1,0 +1,44 @@
+"""Settings from the environment (pydantic-settings). Built by `load_settings()`, never at
+import, so tests and entry points choose their own environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.domain import InputError
+
+DEFAULT_DATABASE_URL = "sqlite:///reckon.db"  # relative: a file in the working directory
+
+
+class Settings(BaseSettings):
+    """Every variable Reckon reads. Names are the contract in DESIGN §4."""
+
+    model_config = SettingsConfigDict(env_prefix="RECKON_", extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    hardware_file: Path | None = None
+    mlflow_tracking_uri: str | None = Field(default=None, validation_alias="MLFLOW_TRACKING_URI")
+    experiments: str = ""  # comma-separated names or ids; empty means every active one
+    schedule: str = "0 2 * * *"
+    timezone: str = "UTC"
+    api_token: str | None = None
+    throughput_metric: str = "tokens_per_second"
+    lookback_hours: float = Field(default=48.0, ge=0)
+    write_back_tags: bool = True
+    half_life_days: float = Field(default=90.0, gt=0)
+
+    @property
+    def experiment_list(self) -> list[str]:
+        return [part.strip() for part in self.experiments.split(",") if part.strip()]
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = "RECKON_" + "_".join(str(part) for part in first["loc"]).upper()
+        raise InputError(f"bad setting {name}: {first['msg']}") from None

@@ -1,0 +1,179 @@
+"""Value types and errors shared by every layer. Frozen dataclasses only: no I/O, no clock,
+no framework imports, so the math and the use cases can be tested with plain values."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
+FORMULA_VERSION = "reckon-flops-1"  # bump when the math in flops.py changes meaning
+DEFAULT_UTILIZATION = 0.4  # the seed's baseline; used only when no factor set is asked for
+DEFAULT_OVERHEAD = 0.0
+
+
+class ReckonError(Exception):
+    """Base of every error a user may see; its message is one line, fit to print."""
+
+
+class InputError(ReckonError):
+    """Bad input from a user (CLI exit 2, HTTP 422)."""
+
+
+class NotFoundError(ReckonError):
+    """A named thing (estimate, factor set, run) does not exist (CLI exit 3, HTTP 404)."""
+
+
+class ConflictError(ReckonError):
+    """The request contradicts stored state (CLI exit 4, HTTP 409)."""
+
+
+class UnavailableError(ReckonError):
+    """A dependency (database, MLflow) cannot be reached or is not ready (exit 5, HTTP 503)."""
+
+
+def require_positive(value: float, name: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def require_fraction(value: float, name: str, *, allow_zero: bool, allow_one: bool) -> float:
+    low_ok = value > 0 or (allow_zero and value == 0)
+    high_ok = value < 1 or (allow_one and value == 1)
+    if not math.isfinite(value) or not (low_ok and high_ok):
+        low = "[0" if allow_zero else "(0"
+        high = "1]" if allow_one else "1)"
+        raise InputError(f"{name} must be in {low}, {high}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Model:
+    """What is trained: N (active) parameters over D tokens; L, d, T make attention exact."""
+
+    params: float
+    tokens: float
+    layers: int | None = None
+    hidden_size: int | None = None
+    seq_len: int | None = None
+
+    def __post_init__(self) -> None:
+        require_positive(self.params, "params")
+        require_positive(self.tokens, "tokens")
+        shape = (self.layers, self.hidden_size, self.seq_len)
+        for name, value in zip(("layers", "hidden_size", "seq_len"), shape, strict=True):
+            if value is not None and value <= 0:
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
+
+    @property
+    def has_shape(self) -> bool:
+        return None not in (self.layers, self.hidden_size, self.seq_len)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Where it runs: GPU model (canonical catalog name), count and numeric precision."""
+
+    gpu: str
+    gpus: int
+    precision: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
+            raise InputError(f"gpus must be a whole number of at least 1, got {self.gpus!r}")
+
+
+@dataclass(frozen=True)
+class Factors:
+    """The two efficiency factors: utilization u (hardware FLOPs / peak while computing) and
+    overhead f (share of wall time not spent computing)."""
+
+    utilization: float = DEFAULT_UTILIZATION
+    overhead: float = DEFAULT_OVERHEAD
+
+    def __post_init__(self) -> None:
+        require_fraction(self.utilization, "utilization", allow_zero=False, allow_one=True)
+        require_fraction(self.overhead, "overhead", allow_zero=True, allow_one=False)
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    """Everything an estimate depends on, validated on construction."""
+
+    model: Model
+    hardware: Hardware
+    factors: Factors = field(default_factory=Factors)
+    recompute: Recompute = "none"
+    recompute_factor: float | None = None  # explicit hardware/model FLOPs ratio, overrides mode
+    price_per_gpu_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.recompute not in RECOMPUTE_MODES:
+            raise InputError(
+                f"unknown recompute mode {self.recompute!r}; use one of "
+                + ", ".join(RECOMPUTE_MODES)
+            )
+        if self.recompute_factor is not None and (
+            not math.isfinite(self.recompute_factor) or self.recompute_factor < 1
+        ):
+            raise InputError(
+                f"recompute factor must be at least 1, got {self.recompute_factor!r}"
+            )
+        if self.price_per_gpu_hour is not None and (
+            not math.isfinite(self.price_per_gpu_hour) or self.price_per_gpu_hour < 0
+        ):
+            raise InputError(
+                f"price per GPU-hour must be zero or more, got {self.price_per_gpu_hour!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The answer: FLOPs, times and what follows from them. Seconds are wall-clock seconds."""
+
+    request: EstimateRequest
+    peak_flops: float  # dense FLOP/s of one GPU at the requested precision
+    model_flops: float
+    flops: float  # hardware FLOPs = model FLOPs x recompute factor
+    recompute_factor: float
+    compute_seconds: float
+    wall_seconds: float
+    gpu_hours: float
+    mfu: float
+    hfu: float
+    tokens_per_second: float  # whole job, steady state (while computing)
+    cost: float | None
+    formula_version: str = FORMULA_VERSION
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A P10/P50/P90 range of wall seconds."""
+
+    p10: float
+    p50: float
+    p90: float
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    variable: str
+    value: str
+    wall_seconds: float
+    change_pct: float  # vs the base case; + means slower
+    is_base: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The inverse question's answer: the fewest GPUs that meet the deadline."""
+
+    deadline_seconds: float
+    gpus: int
+    multiple_of: int
+    estimate: Estimate
+

@@ -1,0 +1,108 @@
+"""Parse and print the quantities planners type: counts ("7e9", "7B"), durations ("3d8h",
+"P3DT8H") and human durations in the seed's style ("3 days 8 hours"). Pure; no I/O."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from service.domain import InputError
+
+SECONDS_PER_MINUTE = 60.0
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86400.0
+SECONDS_PER_WEEK = 7 * SECONDS_PER_DAY
+
+_UNIT_SECONDS = {
+    "w": SECONDS_PER_WEEK,
+    "d": SECONDS_PER_DAY,
+    "h": SECONDS_PER_HOUR,
+    "m": SECONDS_PER_MINUTE,
+    "s": 1.0,
+}
+_COMPACT_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([wdhms])")
+_ISO = re.compile(
+    r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+_COUNT_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_duration_seconds(text: str) -> float:
+    """Seconds in `3.5d`, `3d8h`, `80h`, `90m`, `45s`, `2w` or ISO 8601 `P3DT8H`.
+
+    A bare number is refused: "30" could be seconds or days, and a planner's deadline is
+    too expensive to guess.
+    """
+    raw = text.strip()
+    if not raw:
+        raise InputError("empty duration; use e.g. 3.5d, 3d8h, 80h, 90m or P3DT8H")
+    iso = _ISO.match(raw.upper())
+    if iso and raw.upper() != "P" and any(iso.groupdict().values()):
+        seconds = sum(
+            float(value) * _UNIT_SECONDS[unit.lower()]
+            for unit, value in iso.groupdict().items()
+            if value is not None
+        )
+    else:
+        compact = raw.lower().replace(" ", "")
+        parts = _COMPACT_PART.findall(compact)
+        if not parts or "".join(n + u for n, u in parts) != compact:
+            raise InputError(
+                f"cannot read duration {text!r}; use e.g. 3.5d, 3d8h, 80h, 90m or P3DT8H"
+            )
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise InputError(f"duration {text!r} must be longer than zero")
+    return seconds
+
+
+def _plural(count: int, unit: str) -> str:
+    return f"{count} {unit}" if count == 1 else f"{count} {unit}s"
+
+
+def format_duration(seconds: float) -> str:
+    """The seed's style: "3 days 8 hours", "5 hours 30 minutes", "45 seconds".
+
+    Two units at most, rounded to the smaller one, because a planner reads days and hours;
+    JSON output carries the exact seconds.
+    """
+    if not math.isfinite(seconds):
+        return "forever"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds >= SECONDS_PER_DAY:
+        hours_total = round(seconds / SECONDS_PER_HOUR)
+        days, hours = divmod(hours_total, 24)
+        return _join(_plural(days, "day"), hours, "hour")
+    if seconds >= SECONDS_PER_HOUR:
+        minutes_total = round(seconds / SECONDS_PER_MINUTE)
+        hours, minutes = divmod(minutes_total, 60)
+        if hours == 24:
+            return "1 day"
+        return _join(_plural(hours, "hour"), minutes, "minute")
+    if seconds >= SECONDS_PER_MINUTE:
+        seconds_total = round(seconds)
+        minutes, secs = divmod(seconds_total, 60)
+        if minutes == 60:
+            return "1 hour"
+        return _join(_plural(minutes, "minute"), secs, "second")
+    return _plural(round(seconds), "second")
+
+
+def _join(head: str, count: int, unit: str) -> str:
+    return head if count == 0 else f"{head} {_plural(count, unit)}"
+
+
+def parse_count(text: str, what: str) -> float:
+    """A positive count such as `7e9`, `7000000000`, `7B`, `1.4T` or `350M`."""
+    raw = text.strip().replace("_", "").replace(",", "")
+    multiplier = 1.0
+    if raw and raw[-1].lower() in _COUNT_SUFFIX:
+        multiplier = _COUNT_SUFFIX[raw[-1].lower()]
+        raw = raw[:-1]
+    try:
+        value = float(raw) * multiplier
+    except ValueError:
+        raise InputError(f"{what} must be a number such as 7e9 or 7B, not {text!r}") from None
+    return value

@@ -1,0 +1,88 @@
+"""Domain objects as plain JSON-able dicts, shared by the CLI's --json and the HTTP API so
+both speak the same field names (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.domain import Estimate, EstimateRequest, Plan, SensitivityRow
+from service.hardware import GpuSpec
+from service.units import format_duration
+
+JSON = dict[str, Any]
+
+
+def request_view(request: EstimateRequest) -> JSON:
+    model, hardware = request.model, request.hardware
+    return {
+        "params": model.params,
+        "tokens": model.tokens,
+        "layers": model.layers,
+        "hidden_size": model.hidden_size,
+        "seq_len": model.seq_len,
+        "gpu": hardware.gpu,
+        "gpus": hardware.gpus,
+        "precision": hardware.precision,
+        "recompute": request.recompute,
+        "utilization": request.factors.utilization,
+        "overhead": request.factors.overhead,
+        "price_per_gpu_hour": request.price_per_gpu_hour,
+    }
+
+
+def estimate_view(result: Estimate) -> JSON:
+    return {
+        **request_view(result.request),
+        "flops": result.flops,
+        "model_flops": result.model_flops,
+        "recompute_factor": result.recompute_factor,
+        "peak_flops": result.peak_flops,
+        "compute_seconds": result.compute_seconds,
+        "wall_seconds": result.wall_seconds,
+        "wall_human": format_duration(result.wall_seconds),
+        "gpu_hours": result.gpu_hours,
+        "mfu": result.mfu,
+        "hfu": result.hfu,
+        "tokens_per_second": result.tokens_per_second,
+        "tokens_per_second_per_gpu": result.tokens_per_second / result.request.hardware.gpus,
+        "cost": result.cost,
+        "formula_version": result.formula_version,
+    }
+
+
+def plan_view(plan: Plan) -> JSON:
+    return {
+        "gpus": plan.gpus,
+        "deadline_seconds": plan.deadline_seconds,
+        "deadline_human": format_duration(plan.deadline_seconds),
+        "multiple_of": plan.multiple_of,
+        "estimate": estimate_view(plan.estimate),
+    }
+
+
+def sensitivity_view(base: Estimate, rows: list[SensitivityRow]) -> JSON:
+    return {
+        "base": estimate_view(base),
+        "rows": [
+            {
+                "variable": row.variable,
+                "value": row.value,
+                "wall_seconds": row.wall_seconds,
+                "wall_human": format_duration(row.wall_seconds),
+                "change_pct": row.change_pct,
+                "is_base": row.is_base,
+            }
+            for row in rows
+        ],
+    }
+
+
+def gpu_view(spec: GpuSpec) -> JSON:
+    return {
+        "name": spec.name,
+        "aliases": list(spec.aliases),
+        "vendor": spec.vendor,
+        "memory_gb": spec.memory_gb,
+        "peak_flops": dict(spec.peak_flops),
+        "source": spec.source,
+    }
