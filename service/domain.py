@@ -177,3 +177,33 @@ class Plan:
     multiple_of: int
     estimate: Estimate
 
+
+
+# --- observed runs (MLflow) ----------------------------------------------------------------
+
+ESTIMATE_TAG = "reckon.estimate_id"  # the tag a training job sets to link its run
+TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+@dataclass(frozen=True)
+class ObservedRun:
+    """One MLflow run as Reckon needs it. Times are aware UTC; `throughput` is the latest
+    value of the configured metric (whole-job tokens/s) exactly as logged, possibly NaN or
+    negative: judging it is the reconcile use case's job, not the adapter's."""
+
+    run_id: str
+    experiment_id: str
+    status: str  # MLflow status name: RUNNING, SCHEDULED, FINISHED, FAILED, KILLED
+    started_at: datetime | None
+    ended_at: datetime | None
+    estimate_id: str | None  # value of the reckon.estimate_id tag, if set
+    throughput: float | None
+
+
+@dataclass(frozen=True)
+class ScanWindow:
+    """Runs whose end time is in (after, cutoff], both aware UTC; `after` None = from the
+    beginning of time (a --full rescan)."""
+
+    after: datetime | None
+    cutoff: datetime
