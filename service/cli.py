@@ -12,8 +12,11 @@ from typing import Any, TypeVar
 
 import click
 
-from service import estimates
+from service import bootstrap, estimates
+from service.bootstrap import Container
 from service.config import load_settings
+from service.db import migrate
+from service.db.engine import safe_url
 from service.domain import (
     ConflictError,
     Estimate,
@@ -23,9 +26,9 @@ from service.domain import (
     UnavailableError,
 )
 from service.estimates import RawInputs
-from service.hardware import PRECISIONS, Catalog, build_catalog
+from service.hardware import PRECISIONS, Catalog
 from service.units import format_duration, parse_count, parse_duration_seconds
-from service.views import estimate_view, gpu_view, plan_view, sensitivity_view
+from service.views import estimate_view, gpu_view, plan_view, saved_view, sensitivity_view
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,8 +40,15 @@ EXIT_CODES: dict[type[ReckonError], int] = {
 }
 
 
+def _container() -> Container:
+    """Adapters for this one command, released when the command ends."""
+    container = bootstrap.build(load_settings())
+    click.get_current_context().call_on_close(container.close)
+    return container
+
+
 def _catalog() -> Catalog:
-    return build_catalog(load_settings().hardware_file)
+    return _container().catalog
 
 
 def _emit_json(document: object) -> None:
@@ -53,25 +63,50 @@ def estimate_options(*, with_gpus: bool = True) -> Callable[[F], F]:
             click.option("--params", required=True, help="(Active) parameters: 7e9, 7B."),
             click.option("--tokens", required=True, help="Training tokens: 1e12, 1T."),
             click.option("--gpu", required=True, help="GPU model, e.g. a100-80gb, h100-sxm."),
-            click.option("--precision", default="bf16", show_default=True,
-                         help="Numeric precision: " + ", ".join(PRECISIONS) + "."),
-            click.option("--recompute", default="none", show_default=True,
-                         help="Activation recomputation: none, selective or full."),
-            click.option("--recompute-factor", type=float, default=None,
-                         help="Explicit hardware/model FLOPs ratio (overrides --recompute)."),
-            click.option("--utilization", type=float, default=None,
-                         help="Hardware FLOPs utilization u in (0, 1]. [default: 0.4]"),
-            click.option("--overhead", type=float, default=None,
-                         help="Overhead share of wall time f in [0, 1). [default: 0]"),
+            click.option(
+                "--precision",
+                default="bf16",
+                show_default=True,
+                help="Numeric precision: " + ", ".join(PRECISIONS) + ".",
+            ),
+            click.option(
+                "--recompute",
+                default="none",
+                show_default=True,
+                help="Activation recomputation: none, selective or full.",
+            ),
+            click.option(
+                "--recompute-factor",
+                type=float,
+                default=None,
+                help="Explicit hardware/model FLOPs ratio (overrides --recompute).",
+            ),
+            click.option(
+                "--utilization",
+                type=float,
+                default=None,
+                help="Hardware FLOPs utilization u in (0, 1]. [default: 0.4]",
+            ),
+            click.option(
+                "--overhead",
+                type=float,
+                default=None,
+                help="Overhead share of wall time f in [0, 1). [default: 0]",
+            ),
             click.option("--layers", type=int, default=None, help="Layers L (attention term)."),
             click.option("--hidden-size", type=int, default=None, help="Model width d."),
             click.option("--seq-len", type=int, default=None, help="Sequence length T."),
-            click.option("--price-per-gpu-hour", type=float, default=None,
-                         help="Price of one GPU-hour, to report cost."),
+            click.option(
+                "--price-per-gpu-hour",
+                type=float,
+                default=None,
+                help="Price of one GPU-hour, to report cost.",
+            ),
         ]
         if with_gpus:
-            options.insert(3, click.option("--gpus", type=int, required=True,
-                                           help="Number of GPUs."))
+            options.insert(
+                3, click.option("--gpus", type=int, required=True, help="Number of GPUs.")
+            )
         for option in reversed(options):
             command = option(command)
         return command
@@ -105,15 +140,30 @@ def cli() -> None:
 
 @cli.command()
 @estimate_options()
+@click.option("--save", is_flag=True, help="Store it as a prediction; prints its id and tag.")
+@click.option("--label", default=None, help="A short note stored with a saved estimate.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def estimate(as_json: bool, gpus: int, **options: Any) -> None:
+def estimate(as_json: bool, save: bool, label: str | None, gpus: int, **options: Any) -> None:
     """Estimate FLOPs, compute and wall time, GPU-hours and MFU for one training job."""
-    catalog = _catalog()
+    container = _container()
+    catalog = container.catalog
     result = estimates.compute(catalog, estimates.build_request(catalog, _raw(options, gpus)))
+    if not save:
+        _emit_json(estimate_view(result)) if as_json else click.echo(_estimate_text(result))
+        return
+    given = options["utilization"] is not None or options["overhead"] is not None
+    saved = estimates.save(
+        container.uow(),
+        result,
+        now=container.clock.now(),
+        label=label,
+        factor_source="given" if given else "default",
+    )
     if as_json:
-        _emit_json(estimate_view(result))
-    else:
-        click.echo(_estimate_text(result))
+        _emit_json(saved_view(saved))
+        return
+    click.echo(_estimate_text(result))
+    click.echo(f"saved as {saved.id}; tag the training run with: {saved.mlflow_tag}")
 
 
 def _estimate_text(result: Estimate) -> str:
@@ -142,13 +192,16 @@ def _estimate_text(result: Estimate) -> str:
 @cli.command()
 @estimate_options(with_gpus=False)
 @click.option("--deadline", required=True, help="Wall-clock deadline: 30d, 3.5d, 3d8h, P3DT8H.")
-@click.option("--multiple-of", type=int, default=1, show_default=True,
-              help="Round the GPU count up to a multiple of this.")
+@click.option(
+    "--multiple-of",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Round the GPU count up to a multiple of this.",
+)
 @click.option("--whole-nodes", is_flag=True, help="Same as --multiple-of 8 (8-GPU nodes).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def plan(
-    deadline: str, multiple_of: int, whole_nodes: bool, as_json: bool, **options: Any
-) -> None:
+def plan(deadline: str, multiple_of: int, whole_nodes: bool, as_json: bool, **options: Any) -> None:
     """The fewest GPUs whose wall time meets a deadline."""
     catalog = _catalog()
     request = estimates.build_request(catalog, _raw(options, gpus=1))
@@ -178,8 +231,12 @@ def _parse_vary(values: tuple[str, ...]) -> dict[str, list[str]]:
 
 @cli.command()
 @estimate_options()
-@click.option("--vary", multiple=True, metavar="NAME=V1,V2",
-              help="Also vary this input over these values (repeatable), e.g. tokens=5e11,2e12.")
+@click.option(
+    "--vary",
+    multiple=True,
+    metavar="NAME=V1,V2",
+    help="Also vary this input over these values (repeatable), e.g. tokens=5e11,2e12.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def sensitivity(vary: tuple[str, ...], as_json: bool, gpus: int, **options: Any) -> None:
     """Wall time as utilization, recompute, GPU count, precision (and more) vary."""
@@ -215,6 +272,125 @@ def hardware(as_json: bool) -> None:
         )
         click.echo(f"{spec.name:<12}{cells}  {spec.source}")
     click.echo("dense TFLOP/s per GPU; add your own in the file named by RECKON_HARDWARE_FILE")
+
+
+@cli.command()
+@click.option("--predicted", required=True, help="The planner's predicted wall time: 3.5d, 80h.")
+@click.option("--gpu", required=True, help="GPU model the run uses.")
+@click.option("--gpus", type=int, required=True, help="Number of GPUs.")
+@click.option("--precision", default="bf16", show_default=True, help="Numeric precision.")
+@click.option("--label", default=None, help="A short note stored with the prediction.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def record(
+    predicted: str, gpu: str, gpus: int, precision: str, label: str | None, as_json: bool
+) -> None:
+    """Store a planner's own (external) prediction; prints its id."""
+    container = _container()
+    saved = estimates.record_external(
+        container.uow(),
+        container.catalog,
+        predicted_seconds=parse_duration_seconds(predicted),
+        gpu=gpu,
+        gpus=gpus,
+        precision=precision,
+        now=container.clock.now(),
+        label=label,
+    )
+    if as_json:
+        _emit_json(saved_view(saved))
+        return
+    click.echo(saved.id)
+    click.echo(f"tag the training run with: {saved.mlflow_tag}", err=True)
+
+
+@cli.command()
+@click.argument("estimate_id")
+@click.argument("run_id")
+def link(estimate_id: str, run_id: str) -> None:
+    """Link an MLflow run to an estimate after the fact."""
+    container = _container()
+    created = estimates.link(container.uow(), estimate_id, run_id, now=container.clock.now())
+    click.echo(f"linked run {run_id} to estimate {estimate_id}" if created else "already linked")
+
+
+@cli.group(name="estimates")
+def estimates_group() -> None:
+    """Stored predictions."""
+
+
+@estimates_group.command(name="list")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--gpu", default=None, help="Only this GPU model.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def estimates_list(limit: int, gpu: str | None, as_json: bool) -> None:
+    """The newest stored predictions first."""
+    container = _container()
+    gpu_name = None if gpu is None else container.catalog.resolve(gpu).name
+    saved = estimates.list_saved(container.uow(), limit=limit, gpu=gpu_name)
+    if as_json:
+        _emit_json({"estimates": [saved_view(item) for item in saved]})
+        return
+    click.echo(f"{'id':<17} {'created (UTC)':<17} {'kind':<9} {'hardware':<22} predicted")
+    for item in saved:
+        hardware = f"{item.gpus} x {item.gpu} {item.precision}"
+        click.echo(
+            f"{item.id:<17} {item.created_at:%Y-%m-%d %H:%M} {item.kind:<9} {hardware:<22} "
+            f"{format_duration(item.predicted_wall_seconds)}"
+        )
+
+
+@estimates_group.command(name="show")
+@click.argument("estimate_id")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def estimates_show(estimate_id: str, as_json: bool) -> None:
+    """One stored prediction with every input and output, and its linked runs."""
+    saved, run_ids = estimates.show(_container().uow(), estimate_id)
+    if as_json:
+        _emit_json(saved_view(saved, run_ids))
+        return
+    click.echo(f"estimate {saved.id} ({saved.kind}, {saved.created_at:%Y-%m-%d %H:%M} UTC)")
+    if saved.estimate is not None:
+        click.echo(_estimate_text(saved.estimate))
+    else:
+        click.echo(
+            f"  predicted {format_duration(saved.predicted_wall_seconds)} on "
+            f"{saved.gpus} x {saved.gpu} ({saved.precision})"
+        )
+    click.echo(f"  MLflow tag       {saved.mlflow_tag}")
+    click.echo(f"  linked runs      {', '.join(run_ids) if run_ids else 'none yet'}")
+
+
+@cli.group()
+def db() -> None:
+    """Database schema (Alembic)."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Migrate the database named by RECKON_DATABASE_URL to the newest schema."""
+    engine = _container().raw_engine()
+    migrate.upgrade(engine)
+    click.echo(f"{safe_url(engine.url)} is at revision {migrate.current_revision(engine)}")
+
+
+@db.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def current(as_json: bool) -> None:
+    """Show the database's schema revision and the newest one."""
+    engine = _container().raw_engine()
+    revision, head = migrate.current_revision(engine), migrate.head_revision(engine)
+    if as_json:
+        _emit_json(
+            {
+                "database": safe_url(engine.url),
+                "current": revision,
+                "head": head,
+                "up_to_date": revision == head,
+            }
+        )
+        return
+    state = "up to date" if revision == head else "out of date: run `reckon db upgrade`"
+    click.echo(f"{safe_url(engine.url)}: revision {revision or 'none'} (head {head}), {state}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,9 +120,7 @@ class EstimateRequest:
         if self.recompute_factor is not None and (
             not math.isfinite(self.recompute_factor) or self.recompute_factor < 1
         ):
-            raise InputError(
-                f"recompute factor must be at least 1, got {self.recompute_factor!r}"
-            )
+            raise InputError(f"recompute factor must be at least 1, got {self.recompute_factor!r}")
         if self.price_per_gpu_hour is not None and (
             not math.isfinite(self.price_per_gpu_hour) or self.price_per_gpu_hour < 0
         ):
@@ -178,7 +176,6 @@ class Plan:
     estimate: Estimate
 
 
-
 # --- observed runs (MLflow) ----------------------------------------------------------------
 
 ESTIMATE_TAG = "reckon.estimate_id"  # the tag a training job sets to link its run
@@ -207,3 +204,37 @@ class ScanWindow:
 
     after: datetime | None
     cutoff: datetime
+
+
+# --- stored predictions --------------------------------------------------------------------
+
+EstimateKind = Literal["computed", "external"]
+FactorSource = Literal["given", "default", "prior", "segment", "gpu", "all", "external"]
+
+
+@dataclass(frozen=True)
+class SavedEstimate:
+    """A stored, immutable prediction. `estimate` is the full computed answer for kind
+    "computed"; an "external" one (a planner's own number) has only the wall seconds and the
+    run configuration. `factor_set_version` None means no calibrated factor set was used."""
+
+    id: str
+    kind: EstimateKind
+    created_at: datetime  # aware UTC
+    gpu: str
+    gpus: int
+    precision: str
+    predicted_wall_seconds: float
+    estimate: Estimate | None = None
+    interval: Interval | None = None
+    factor_set_version: int | None = None
+    factor_source: FactorSource = "given"
+    label: str | None = None
+
+    @property
+    def mlflow_tag(self) -> str:
+        return f"{ESTIMATE_TAG}={self.id}"
+
+    @property
+    def segment(self) -> str:
+        return f"{self.gpu}/{self.precision}"

@@ -4,20 +4,29 @@ here beyond the catalog handed in; storing estimates comes in through ports."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from service import flops
 from service.domain import (
+    ConflictError,
     Estimate,
     EstimateRequest,
     Factors,
+    FactorSource,
     Hardware,
+    InputError,
+    Interval,
     Model,
+    NotFoundError,
     Plan,
     Recompute,
+    SavedEstimate,
     SensitivityRow,
 )
 from service.hardware import PRECISIONS, Catalog, normalize_precision
+from service.ports import UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -92,3 +101,111 @@ def sensitivity(
     variations = {**flops.default_variations(request, precisions), **extra}
     rows = flops.sensitivity(request, catalog.peak_flops, variations)
     return compute(catalog, request), rows
+
+
+# --- the registry: save, record, link, read --------------------------------------------------
+
+
+def new_estimate_id() -> str:
+    """16 hex digits: short enough to type into `reckon link`, 64 random bits."""
+    return uuid.uuid4().hex[:16]
+
+
+def save(
+    uow: UnitOfWork,
+    result: Estimate,
+    *,
+    now: datetime,
+    label: str | None = None,
+    interval: Interval | None = None,
+    factor_set_version: int | None = None,
+    factor_source: FactorSource = "given",
+) -> SavedEstimate:
+    """Store a computed estimate as an immutable prediction."""
+    hardware = result.request.hardware
+    saved = SavedEstimate(
+        id=new_estimate_id(),
+        kind="computed",
+        created_at=now,
+        gpu=hardware.gpu,
+        gpus=hardware.gpus,
+        precision=hardware.precision,
+        predicted_wall_seconds=result.wall_seconds if interval is None else interval.p50,
+        estimate=result,
+        interval=interval,
+        factor_set_version=factor_set_version,
+        factor_source=factor_source,
+        label=label,
+    )
+    with uow:
+        uow.estimates.add(saved)
+        uow.commit()
+    return saved
+
+
+def record_external(
+    uow: UnitOfWork,
+    catalog: Catalog,
+    *,
+    predicted_seconds: float,
+    gpu: str,
+    gpus: int,
+    precision: str,
+    now: datetime,
+    label: str | None = None,
+) -> SavedEstimate:
+    """Store a planner's own prediction (a duration and the run configuration)."""
+    spec = catalog.resolve(gpu)
+    hardware = Hardware(spec.name, gpus, normalize_precision(precision))
+    catalog.peak_flops(hardware.gpu, hardware.precision)
+    if not predicted_seconds > 0:
+        raise InputError("the predicted duration must be longer than zero")
+    saved = SavedEstimate(
+        id=new_estimate_id(),
+        kind="external",
+        created_at=now,
+        gpu=hardware.gpu,
+        gpus=hardware.gpus,
+        precision=hardware.precision,
+        predicted_wall_seconds=predicted_seconds,
+        factor_source="external",
+        label=label,
+    )
+    with uow:
+        uow.estimates.add(saved)
+        uow.commit()
+    return saved
+
+
+def link(uow: UnitOfWork, estimate_id: str, run_id: str, *, now: datetime) -> bool:
+    """Link an MLflow run to an estimate after the fact. Re-linking the same pair is a no-op
+    (returns False); a run already linked to another estimate is a ConflictError."""
+    run_id = run_id.strip()
+    if not run_id:
+        raise InputError("run id must not be empty")
+    with uow:
+        if uow.estimates.get(estimate_id) is None:
+            raise NotFoundError(f"no estimate with id {estimate_id!r}")
+        owner = uow.links.estimate_for_run(run_id)
+        if owner == estimate_id:
+            return False
+        if owner is not None:
+            raise ConflictError(f"run {run_id} is already linked to estimate {owner}")
+        uow.links.add(estimate_id, run_id, "manual", now)
+        uow.commit()
+    return True
+
+
+def show(uow: UnitOfWork, estimate_id: str) -> tuple[SavedEstimate, list[str]]:
+    with uow:
+        saved = uow.estimates.get(estimate_id)
+        if saved is None:
+            raise NotFoundError(f"no estimate with id {estimate_id!r}")
+        return saved, uow.links.runs_for(estimate_id)
+
+
+def list_saved(
+    uow: UnitOfWork, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
+) -> list[SavedEstimate]:
+    with uow:
+        return uow.estimates.list(limit=limit, since=since, gpu=gpu)

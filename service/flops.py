@@ -153,8 +153,11 @@ def vary(request: EstimateRequest, variable: str, value: str) -> EstimateRequest
         if variable == "gpu":
             hardware = dataclasses.replace(request.hardware, gpu=value)
             return dataclasses.replace(request, hardware=hardware)
-        if variable in ("params", "tokens"):
-            model = dataclasses.replace(request.model, **{variable: float(value)})
+        if variable == "params":
+            model = dataclasses.replace(request.model, params=float(value))
+            return dataclasses.replace(request, model=model)
+        if variable == "tokens":
+            model = dataclasses.replace(request.model, tokens=float(value))
             return dataclasses.replace(request, model=model)
     except ValueError:
         raise InputError(f"cannot vary {variable} to {value!r}: not a number") from None
@@ -197,4 +200,3 @@ def sensitivity(
                 )
             )
     return rows
-

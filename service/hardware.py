@@ -231,7 +231,7 @@ def _user_spec(path: Path, name: str, entry: object) -> GpuSpec:
         peak_flops[key] = float(value) * TERA
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
-        raise InputError(f"{where}: needs source = \"...\" (where the peak values come from)")
+        raise InputError(f'{where}: needs source = "..." (where the peak values come from)')
     aliases = entry.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise InputError(f"{where}: aliases must be a list of strings")

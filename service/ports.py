@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, Self
 
-from service.domain import ObservedRun, ScanWindow
+from service.domain import ObservedRun, SavedEstimate, ScanWindow
 
 
 class RunSource(Protocol):
@@ -36,3 +36,41 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """Aware UTC now."""
         ...
+
+
+class EstimateStore(Protocol):
+    def add(self, saved: SavedEstimate) -> None: ...
+
+    def get(self, estimate_id: str) -> SavedEstimate | None: ...
+
+    def get_many(self, estimate_ids: Sequence[str]) -> dict[str, SavedEstimate]: ...
+
+    def list(
+        self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
+    ) -> list[SavedEstimate]: ...
+
+
+class LinkStore(Protocol):
+    def estimate_for_run(self, run_id: str) -> str | None: ...
+
+    def estimates_for_runs(self, run_ids: Sequence[str]) -> dict[str, str]: ...
+
+    def runs_for(self, estimate_id: str) -> list[str]: ...
+
+    def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None: ...
+
+
+class UnitOfWork(Protocol):
+    """One transaction; leaving the `with` block without commit() rolls it back."""
+
+    @property
+    def estimates(self) -> EstimateStore: ...
+
+    @property
+    def links(self) -> LinkStore: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None: ...
+
+    def commit(self) -> None: ...

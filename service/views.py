@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.domain import Estimate, EstimateRequest, Plan, SensitivityRow
+from service.domain import Estimate, EstimateRequest, Plan, SavedEstimate, SensitivityRow
 from service.hardware import GpuSpec
 from service.units import format_duration
 
@@ -85,4 +85,36 @@ def gpu_view(spec: GpuSpec) -> JSON:
         "memory_gb": spec.memory_gb,
         "peak_flops": dict(spec.peak_flops),
         "source": spec.source,
+    }
+
+
+def saved_view(saved: SavedEstimate, run_ids: list[str] | None = None) -> JSON:
+    """A stored prediction: the same keys as the estimate it was, plus its identity."""
+    body: JSON = (
+        estimate_view(saved.estimate)
+        if saved.estimate is not None
+        else {
+            "gpu": saved.gpu,
+            "gpus": saved.gpus,
+            "precision": saved.precision,
+            "wall_seconds": saved.predicted_wall_seconds,
+            "wall_human": format_duration(saved.predicted_wall_seconds),
+        }
+    )
+    if saved.interval is not None:
+        body["wall_seconds_p10"] = saved.interval.p10
+        body["wall_seconds"] = saved.interval.p50
+        body["wall_seconds_p90"] = saved.interval.p90
+        body["wall_human"] = format_duration(saved.interval.p50)
+    return {
+        "id": saved.id,
+        "kind": saved.kind,
+        "created_at": saved.created_at.isoformat(),
+        "label": saved.label,
+        "predicted_seconds": saved.predicted_wall_seconds,
+        "factor_set": saved.factor_set_version,
+        "factor_source": saved.factor_source,
+        "mlflow_tag": saved.mlflow_tag,
+        **({} if run_ids is None else {"run_ids": run_ids}),
+        **body,
     }

@@ -1,2 +1,65 @@
-"""Shared test configuration. Fixtures for databases and MLflow live beside the tests that
-need them; this file keeps only what every test relies on."""
+"""Fixtures every layer shares: real databases on the migrated schema (SQLite always,
+PostgreSQL when RECKON_TEST_DATABASE_URL is set), each test starting from empty tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, delete
+
+from service.db import migrate
+from service.db.engine import make_engine
+from service.db.tables import Base
+from tests.databases import DIALECTS, empty_database, postgres_base_url
+
+
+def _dialect_params() -> list[object]:
+    skip_pg = pytest.mark.skipif(
+        postgres_base_url() is None, reason="RECKON_TEST_DATABASE_URL is not set"
+    )
+    return [
+        pytest.param(dialect, marks=skip_pg if dialect == "postgresql" else ())
+        for dialect in DIALECTS
+    ]
+
+
+@pytest.fixture(scope="session", params=_dialect_params())
+def migrated_database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One database per dialect per session, upgraded to head by Alembic."""
+    with empty_database(request.param, tmp_path_factory.mktemp("db")) as url:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        yield url
+
+
+@pytest.fixture
+def database_url(migrated_database_url: str) -> Iterator[str]:
+    """The migrated database, emptied after the test. Emptying (not an outer rolled-back
+    transaction) because tests here commit for real: concurrent passes, subprocesses."""
+    yield migrated_database_url
+    engine = make_engine(migrated_database_url)
+    with engine.begin() as connection:
+        for table in reversed(Base.metadata.sorted_tables):
+            connection.execute(delete(table))
+    engine.dispose()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """Environment for running `reckon` against the test database."""
+    monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
+    monkeypatch.delenv("RECKON_HARDWARE_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return database_url

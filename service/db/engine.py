@@ -1,0 +1,85 @@
+"""Engines from URLs: the psycopg 3 driver for PostgreSQL, foreign keys and a busy timeout
+on SQLite, and one-line errors that never show a password."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+
+from service.domain import InputError, UnavailableError
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+
+
+def parse_url(url: str) -> URL:
+    """A validated SQLAlchemy URL; `postgresql://` and `postgres://` mean psycopg 3."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InputError(
+            "malformed database URL in RECKON_DATABASE_URL; expected e.g. "
+            "sqlite:///reckon.db or postgresql+psycopg://user@host:5432/db"
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise InputError(
+            f"unsupported database {safe_url(parsed)}; use sqlite or postgresql+psycopg"
+        )
+    return parsed
+
+
+def safe_url(url: URL | str) -> str:
+    parsed = url if isinstance(url, URL) else make_url(url)
+    return parsed.render_as_string(hide_password=True)
+
+
+def make_engine(url: str, **options: Any) -> Engine:
+    parsed = parse_url(url)
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            engine = create_engine(
+                parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}, **options
+            )
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(
+                parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10}, **options
+            )
+    except NoSuchModuleError:
+        raise InputError(f"no driver for {safe_url(parsed)}") from None
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def translate_error(engine: Engine, error: BaseException) -> UnavailableError | None:
+    """The one-line UnavailableError for a driver failure (password-free URL), else None."""
+    if isinstance(error, OperationalError) or (
+        isinstance(error, DBAPIError) and error.connection_invalidated
+    ):
+        text = str(error.orig).strip() if error.orig is not None else ""
+        reason = text.splitlines()[0] if text else "connection failed"
+        return UnavailableError(f"cannot use database {safe_url(engine.url)}: {reason}")
+    return None
+
+
+@contextmanager
+def database_errors(engine: Engine) -> Iterator[None]:
+    """Turn driver failures into one UnavailableError line naming the (password-free) URL."""
+    try:
+        yield
+    except DBAPIError as error:
+        translated = translate_error(engine, error)
+        if translated is None:
+            raise
+        raise translated from None

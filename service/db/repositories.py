@@ -1,0 +1,82 @@
+"""Repositories over one Session: they read and write rows and return domain objects.
+They never commit; the unit of work does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.db import estimate_mapping
+from service.db.tables import EstimateRow, RunLinkRow
+from service.domain import SavedEstimate
+
+
+class EstimateRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, saved: SavedEstimate) -> None:
+        self._session.add(estimate_mapping.to_row(saved))
+        self._session.flush()
+
+    def get(self, estimate_id: str) -> SavedEstimate | None:
+        row = self._session.get(EstimateRow, estimate_id)
+        return None if row is None else estimate_mapping.from_row(row)
+
+    def get_many(self, estimate_ids: Sequence[str]) -> dict[str, SavedEstimate]:
+        if not estimate_ids:
+            return {}
+        rows = self._session.scalars(
+            select(EstimateRow).where(EstimateRow.id.in_(list(set(estimate_ids))))
+        )
+        return {row.id: estimate_mapping.from_row(row) for row in rows}
+
+    def list(
+        self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
+    ) -> list[SavedEstimate]:
+        query = select(EstimateRow).order_by(EstimateRow.created_at.desc(), EstimateRow.id)
+        if since is not None:
+            query = query.where(EstimateRow.created_at >= since)
+        if gpu is not None:
+            query = query.where(EstimateRow.gpu == gpu)
+        rows = self._session.scalars(query.limit(limit))
+        return [estimate_mapping.from_row(row) for row in rows]
+
+
+class RunLinkRepository:
+    """run id -> estimate id; a run belongs to at most one estimate (unique run_id)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def estimate_for_run(self, run_id: str) -> str | None:
+        return self._session.scalar(
+            select(RunLinkRow.estimate_id).where(RunLinkRow.run_id == run_id)
+        )
+
+    def estimates_for_runs(self, run_ids: Sequence[str]) -> dict[str, str]:
+        if not run_ids:
+            return {}
+        rows = self._session.execute(
+            select(RunLinkRow.run_id, RunLinkRow.estimate_id).where(
+                RunLinkRow.run_id.in_(list(set(run_ids)))
+            )
+        )
+        return {run_id: estimate_id for run_id, estimate_id in rows}
+
+    def runs_for(self, estimate_id: str) -> list[str]:
+        rows = self._session.scalars(
+            select(RunLinkRow.run_id)
+            .where(RunLinkRow.estimate_id == estimate_id)
+            .order_by(RunLinkRow.id)
+        )
+        return list(rows)
+
+    def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
+        self._session.add(
+            RunLinkRow(estimate_id=estimate_id, run_id=run_id, source=source, created_at=created_at)
+        )
+        self._session.flush()

@@ -1,0 +1,154 @@
+"""The registry through the real `reckon` entry point, against real databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.cli import main
+from service.db import migrate
+from service.db.engine import make_engine
+from tests.builders import SEED_ARGS
+from tests.databases import empty_database, postgres_base_url
+
+RECKON = str(Path(sys.executable).with_name("reckon"))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_saved_estimate_shows_every_input_and_output_exactly(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "estimate", *SEED_ARGS, "--save", "--json")
+    assert code == 0
+    saved = json.loads(out)
+    assert saved["mlflow_tag"] == f"reckon.estimate_id={saved['id']}"
+
+    code, out, _ = run(capsys, "estimates", "show", saved["id"], "--json")
+    shown = json.loads(out)
+
+    assert code == 0
+    assert {k: v for k, v in shown.items() if k != "run_ids"} == saved
+    assert shown["flops"] == pytest.approx(5.6e22, rel=1e-12)
+    assert shown["params"] == 7e9 and shown["recompute"] == "full"
+
+
+def test_save_prints_the_tag_a_training_job_must_set(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "estimate", *SEED_ARGS, "--save")
+    assert code == 0
+    last = out.strip().splitlines()[-1]
+    assert "reckon.estimate_id=" in last
+    estimate_id = last.split("reckon.estimate_id=")[1].strip()
+    code, out, _ = run(capsys, "estimates", "list", "--json")
+    assert [item["id"] for item in json.loads(out)["estimates"]] == [estimate_id]
+
+
+def test_record_then_link_then_show(cli_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "record", "--predicted", "3.5d", "--gpu", "a100-80gb", "--gpus", "8")
+    assert code == 0
+    estimate_id = out.strip()
+    code, out, _ = run(capsys, "link", estimate_id, "0123456789abcdef")
+    assert code == 0
+    code, out, _ = run(capsys, "estimates", "show", estimate_id, "--json")
+    shown = json.loads(out)
+    assert shown["kind"] == "external"
+    assert shown["predicted_seconds"] == 302400.0
+    assert shown["run_ids"] == ["0123456789abcdef"]
+
+
+def test_unknown_id_is_one_line_and_exit_3(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["estimates", "show", "nope"], ["link", "nope", "run-1"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 3
+        assert out == ""
+        assert err.count("\n") == 1 and "nope" in err
+
+
+def test_linking_a_run_owned_by_another_estimate_is_refused(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = (
+        run(capsys, "record", "--predicted", "80h", "--gpu", "h100", "--gpus", "8")[1].strip()
+        for _ in range(2)
+    )
+    assert run(capsys, "link", first, "run-x")[0] == 0
+    code, _, err = run(capsys, "link", second, "run-x")
+    assert code == 4 and first in err
+
+
+def test_malformed_database_url_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RECKON_DATABASE_URL", "not a url at all")
+    code, out, err = run(capsys, "estimates", "list")
+    assert code == 2 and out == ""
+    assert err.startswith("reckon: error: malformed database URL") and err.count("\n") == 1
+
+
+def test_unreachable_database_never_shows_the_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RECKON_DATABASE_URL", "postgresql://reckon:hunter2@127.0.0.1:9/reckon")
+    code, out, err = run(capsys, "estimates", "list")
+    assert code == 5 and out == ""
+    assert "hunter2" not in err and "***" in err
+    assert err.count("\n") == 1
+
+
+def test_estimate_without_save_needs_no_database(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RECKON_DATABASE_URL", "postgresql://reckon:x@127.0.0.1:9/reckon")
+    code, out, _ = run(capsys, "estimate", *SEED_ARGS, "--json")
+    assert code == 0 and json.loads(out)["wall_seconds"] > 0
+
+
+def test_embedded_sqlite_upgrades_itself_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "RECKON_DATABASE_URL"}
+    done = subprocess.run(
+        [RECKON, "estimate", *SEED_ARGS, "--save", "--json"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "reckon.db").is_file()
+    current = subprocess.run(
+        [RECKON, "db", "current", "--json"], capture_output=True, text=True, env=env, check=False
+    )
+    assert json.loads(current.stdout)["up_to_date"] is True
+
+
+@pytest.mark.skipif(postgres_base_url() is None, reason="RECKON_TEST_DATABASE_URL is not set")
+def test_postgres_refuses_an_out_of_date_schema_until_db_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with empty_database("postgresql", tmp_path) as url:
+        monkeypatch.setenv("RECKON_DATABASE_URL", url)
+        code, out, err = run(capsys, "estimate", *SEED_ARGS, "--save")
+        assert code == 5 and out == ""
+        assert "reckon db upgrade" in err
+
+        assert run(capsys, "db", "upgrade")[0] == 0
+        code, out, _ = run(capsys, "estimate", *SEED_ARGS, "--save", "--json")
+        assert code == 0
+        saved = json.loads(out)
+        code, out, _ = run(capsys, "estimates", "show", saved["id"], "--json")
+        assert {k: v for k, v in json.loads(out).items() if k != "run_ids"} == saved
+        engine = make_engine(url)
+        assert migrate.current_revision(engine) == migrate.head_revision(engine)
+        engine.dispose()
