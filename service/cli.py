@@ -397,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: maps every user-facing failure to one line and an exit code."""
     try:
         result = cli.main(args=argv, prog_name="reckon", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as bare:
+        click.echo(bare.ctx.get_help() if bare.ctx else "reckon --help")
+        return 0
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.ClickException as error:

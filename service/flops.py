@@ -15,6 +15,7 @@ from service.domain import (
     Plan,
     SensitivityRow,
 )
+from service.units import parse_count
 
 SECONDS_PER_HOUR = 3600.0
 FULL_RECOMPUTE_FACTOR = 4.0 / 3.0  # one extra forward pass: (6+2)/6
@@ -67,6 +68,8 @@ def estimate(request: EstimateRequest, peak_flops: float) -> Estimate:
     compute_seconds = c_hardware / (gpus * peak_flops * factors.utilization)
     wall_seconds = compute_seconds / (1.0 - factors.overhead)
     gpu_hours = gpus * wall_seconds / SECONDS_PER_HOUR
+    if not all(math.isfinite(x) and x > 0 for x in (c_hardware, wall_seconds, gpu_hours)):
+        raise InputError("params x tokens is too large to estimate (the FLOPs overflow)")
     price = request.price_per_gpu_hour
     return Estimate(
         request=request,
@@ -77,7 +80,7 @@ def estimate(request: EstimateRequest, peak_flops: float) -> Estimate:
         compute_seconds=compute_seconds,
         wall_seconds=wall_seconds,
         gpu_hours=gpu_hours,
-        mfu=c_model / (gpus * peak_flops * compute_seconds),
+        mfu=factors.utilization / factor,  # = model FLOPs / (gpus x peak x compute time)
         hfu=factors.utilization,
         tokens_per_second=request.model.tokens / compute_seconds,
         cost=None if price is None else gpu_hours * price,
@@ -154,10 +157,10 @@ def vary(request: EstimateRequest, variable: str, value: str) -> EstimateRequest
             hardware = dataclasses.replace(request.hardware, gpu=value)
             return dataclasses.replace(request, hardware=hardware)
         if variable == "params":
-            model = dataclasses.replace(request.model, params=float(value))
+            model = dataclasses.replace(request.model, params=parse_count(value, "params"))
             return dataclasses.replace(request, model=model)
         if variable == "tokens":
-            model = dataclasses.replace(request.model, tokens=float(value))
+            model = dataclasses.replace(request.model, tokens=parse_count(value, "tokens"))
             return dataclasses.replace(request, model=model)
     except ValueError:
         raise InputError(f"cannot vary {variable} to {value!r}: not a number") from None
@@ -168,7 +171,8 @@ def default_variations(request: EstimateRequest, precisions: Sequence[str]) -> d
     """The seed's §4 table around the base case: utilization 30–50%, recompute on/off,
     half and double the GPUs, and every precision the chip has."""
     base = request.factors.utilization
-    utilizations = sorted({round(min(1.0, u), 4) for u in (base - 0.1, base, base + 0.1) if u > 0})
+    neighbours = {round(min(1.0, u), 4) for u in (base - 0.1, base + 0.1) if u > 0}
+    utilizations = sorted(neighbours | {base})
     gpus = request.hardware.gpus
     gpu_counts = sorted({max(1, gpus // 2), gpus, gpus * 2})
     recompute = ["none", "full"] + (["selective"] if request.model.has_shape else [])

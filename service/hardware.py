@@ -248,6 +248,17 @@ def _user_spec(path: Path, name: str, entry: object) -> GpuSpec:
     )
 
 
+def _builtin_named_by(base: Catalog, spec: GpuSpec) -> GpuSpec | None:
+    """The built-in GPU a user entry names by its name or any alias (so an alias can never
+    shadow a built-in: it overrides it)."""
+    for name in (spec.name, *spec.aliases):
+        try:
+            return base.resolve(name)
+        except InputError:
+            continue
+    return None
+
+
 def build_catalog(user_file: Path | None = None) -> Catalog:
     """The built-in catalog, with the user's file applied on top when one is named."""
     if user_file is None:
@@ -255,10 +266,7 @@ def build_catalog(user_file: Path | None = None) -> Catalog:
     base = Catalog(BUILTIN_GPUS)
     merged = {spec.name: spec for spec in BUILTIN_GPUS}
     for spec in load_user_gpus(user_file):
-        try:
-            existing: GpuSpec | None = base.resolve(spec.name)
-        except InputError:
-            existing = None
+        existing = _builtin_named_by(base, spec)
         if existing is None:
             merged[spec.name] = spec
             continue

@@ -25,6 +25,7 @@ _ISO = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
 )
+_THOUSANDS = re.compile(r"\d{1,3}(,\d{3})+(\.\d+)?[kmbgtKMBGT]?")
 _COUNT_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
@@ -65,27 +66,21 @@ def format_duration(seconds: float) -> str:
     """The seed's style: "3 days 8 hours", "5 hours 30 minutes", "45 seconds".
 
     Two units at most, rounded to the smaller one, because a planner reads days and hours;
-    JSON output carries the exact seconds.
+    JSON output carries the exact seconds. The unit is chosen after rounding, so 59.6 s is
+    "1 minute", not "60 seconds".
     """
     if not math.isfinite(seconds):
         return "forever"
     if seconds < 0:
         return "-" + format_duration(-seconds)
-    if seconds >= SECONDS_PER_DAY:
-        hours_total = round(seconds / SECONDS_PER_HOUR)
-        days, hours = divmod(hours_total, 24)
+    if round(seconds / SECONDS_PER_HOUR) >= 24:
+        days, hours = divmod(round(seconds / SECONDS_PER_HOUR), 24)
         return _join(_plural(days, "day"), hours, "hour")
-    if seconds >= SECONDS_PER_HOUR:
-        minutes_total = round(seconds / SECONDS_PER_MINUTE)
-        hours, minutes = divmod(minutes_total, 60)
-        if hours == 24:
-            return "1 day"
+    if round(seconds / SECONDS_PER_MINUTE) >= 60:
+        hours, minutes = divmod(round(seconds / SECONDS_PER_MINUTE), 60)
         return _join(_plural(hours, "hour"), minutes, "minute")
-    if seconds >= SECONDS_PER_MINUTE:
-        seconds_total = round(seconds)
-        minutes, secs = divmod(seconds_total, 60)
-        if minutes == 60:
-            return "1 hour"
+    if round(seconds) >= 60:
+        minutes, secs = divmod(round(seconds), 60)
         return _join(_plural(minutes, "minute"), secs, "second")
     return _plural(round(seconds), "second")
 
@@ -96,7 +91,11 @@ def _join(head: str, count: int, unit: str) -> str:
 
 def parse_count(text: str, what: str) -> float:
     """A positive count such as `7e9`, `7000000000`, `7B`, `1.4T` or `350M`."""
-    raw = text.strip().replace("_", "").replace(",", "")
+    raw = text.strip().replace("_", "")
+    if "," in raw:
+        if not _THOUSANDS.fullmatch(raw):
+            raise InputError(f"{what}: cannot read {text!r}; write 1000 or 1,000 or 1e3")
+        raw = raw.replace(",", "")
     multiplier = 1.0
     if raw and raw[-1].lower() in _COUNT_SUFFIX:
         multiplier = _COUNT_SUFFIX[raw[-1].lower()]
@@ -105,4 +104,6 @@ def parse_count(text: str, what: str) -> float:
         value = float(raw) * multiplier
     except ValueError:
         raise InputError(f"{what} must be a number such as 7e9 or 7B, not {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be a positive finite number, got {text!r}")
     return value
