@@ -3,17 +3,24 @@ Entry points call `build(settings)`; nothing here runs at import."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 from sqlalchemy import Engine
 
+from service import reconcile
 from service.config import Settings
-from service.db import migrate
+from service.db import locks, migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
+from service.domain import InputError
 from service.hardware import Catalog, build_catalog
+from service.mlflow_source import MlflowRunSource
+from service.ports import PassLock
+from service.reconcile import PassOptions, PassOutcome
 
 
 class SystemClock:
@@ -53,6 +60,48 @@ class Container:
     @cached_property
     def clock(self) -> SystemClock:
         return SystemClock()
+
+    def run_source(self) -> MlflowRunSource:
+        uri = self.settings.mlflow_tracking_uri
+        if not uri:
+            raise InputError("MLFLOW_TRACKING_URI is not set; point it at the MLflow server")
+        # MLflow's own client retries for minutes by default; the adapter retries briefly
+        # on top, so a dead server fails a pass in seconds (unless the user chose otherwise).
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+        return MlflowRunSource(uri, self.settings.experiment_list, self.settings.throughput_metric)
+
+    def pass_lock(self) -> PassLock:
+        return locks.pass_lock(self.engine)
+
+    def pass_options(
+        self, *, trigger: str, since: datetime | None = None, full: bool = False
+    ) -> PassOptions:
+        return PassOptions(
+            lookback=timedelta(hours=self.settings.lookback_hours),
+            since=since,
+            full=full,
+            trigger=trigger,
+            write_back=self.settings.write_back_tags,
+        )
+
+    def reconcile(
+        self,
+        *,
+        trigger: str,
+        since: datetime | None = None,
+        full: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> PassOutcome:
+        """The one pass every entry point runs (CLI, API, scheduler)."""
+        return reconcile.run_pass(
+            self.uow(),
+            self.run_source(),
+            self.pass_lock(),
+            self.clock,
+            self.pass_options(trigger=trigger, since=since, full=full),
+            on_progress=on_progress,
+        )
 
     def close(self) -> None:
         """Release pooled connections (only if the engine was ever built)."""

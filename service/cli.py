@@ -7,13 +7,15 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from service import bootstrap, estimates
+from service import bootstrap, estimates, queries
 from service.bootstrap import Container
+from service.comparison import human_line
 from service.config import load_settings
 from service.db import migrate
 from service.db.engine import safe_url
@@ -27,8 +29,16 @@ from service.domain import (
 )
 from service.estimates import RawInputs
 from service.hardware import PRECISIONS, Catalog
-from service.units import format_duration, parse_count, parse_duration_seconds
-from service.views import estimate_view, gpu_view, plan_view, saved_view, sensitivity_view
+from service.units import format_duration, parse_count, parse_duration_seconds, parse_since
+from service.views import (
+    estimate_view,
+    gpu_view,
+    outcome_view,
+    plan_view,
+    reconciliation_view,
+    saved_view,
+    sensitivity_view,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -358,6 +368,72 @@ def estimates_show(estimate_id: str, as_json: bool) -> None:
         )
     click.echo(f"  MLflow tag       {saved.mlflow_tag}")
     click.echo(f"  linked runs      {', '.join(run_ids) if run_ids else 'none yet'}")
+
+
+@cli.command()
+@click.option("--since", default=None, help="Rescan runs that ended after this date (backfill).")
+@click.option("--full", is_flag=True, help="Rescan every run MLflow has.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def reconcile(since: str | None, full: bool, as_json: bool) -> None:
+    """One pass now: pull finished runs from MLflow, compare, store (as the scheduler does)."""
+    if since is not None and full:
+        raise InputError("--since and --full are alternatives; give one")
+    container = _container()
+    show_progress = not as_json and sys.stderr.isatty()
+    outcome = container.reconcile(
+        trigger="cli",
+        since=None if since is None else parse_since(since),
+        full=full,
+        on_progress=_progress if show_progress else None,
+    )
+    if show_progress:
+        click.echo("", err=True)
+    if as_json:
+        _emit_json(outcome_view(outcome))
+        return
+    click.echo(outcome.summary)
+    for reason, count in sorted(Counter(skip.reason for skip in outcome.skipped).items()):
+        click.echo(f"  skipped {count} x {reason}")
+    for item in outcome.reconciled[:20]:
+        click.echo(
+            f"  {item.estimate_id}: {human_line(item.predicted_seconds, item.observed_seconds)}"
+        )
+
+
+def _progress(runs_seen: int) -> None:
+    click.echo(f"\rscanned {runs_seen:,} runs", err=True, nl=False)
+
+
+@cli.command()
+@click.option("--since", default=None, help="Only runs that ended after this date.")
+@click.option("--gpu", default=None, help="Only this GPU model.")
+@click.option("--limit", type=click.IntRange(1, 1_000_000), default=None, help="At most N rows.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool) -> None:
+    """Predicted against observed, per estimate, newest first."""
+    container = _container()
+    rows = queries.history(
+        container.uow(),
+        since=None if since is None else parse_since(since),
+        gpu=None if gpu is None else container.catalog.resolve(gpu).name,
+        limit=limit,
+    )
+    if as_json:
+        _emit_json({"history": [reconciliation_view(row) for row in rows]})
+        return
+    if not rows:
+        click.echo("no reconciled estimates yet; run `reckon reconcile`")
+    for row in rows:
+        factors = ""
+        if row.implied_utilization is not None and row.implied_overhead is not None:
+            factors = f" (u {row.implied_utilization:.2f}, overhead {row.implied_overhead:.0%})"
+        elif row.implied_effective_utilization is not None:
+            factors = f" (effective u x (1-f) {row.implied_effective_utilization:.2f})"
+        click.echo(
+            f"{row.estimate_id} {row.gpu}/{row.precision}: "
+            f"{human_line(row.predicted_seconds, row.observed_seconds)}"
+            f" (observed/predicted {row.ratio:.3f}){factors}"
+        )
 
 
 @cli.group()

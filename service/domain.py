@@ -238,3 +238,66 @@ class SavedEstimate:
     @property
     def segment(self) -> str:
         return f"{self.gpu}/{self.precision}"
+
+
+# --- reconciliation ------------------------------------------------------------------------
+
+FactorsKind = Literal["separate", "combined", "none"]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Something a pass could not use, and why. `reason` is a stable code."""
+
+    run_id: str
+    reason: str
+    detail: str
+    estimate_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Predicted against observed for one estimate. error_pct > 0: predicted too long."""
+
+    estimate_id: str
+    run_ids: tuple[str, ...]  # in start order
+    gpu: str
+    precision: str
+    recompute: str | None
+    started_at: datetime
+    ended_at: datetime
+    predicted_seconds: float
+    predicted_seconds_p10: float | None
+    predicted_seconds_p90: float | None
+    observed_seconds: float
+    observed_compute_seconds: float | None
+    ratio: float  # observed / predicted
+    error_pct: float
+    abs_error_pct: float
+    implied_utilization: float | None
+    implied_overhead: float | None
+    implied_effective_utilization: float | None  # u x (1 - f): needs only wall time
+    factors_kind: FactorsKind
+    failed_segments: int
+
+    @property
+    def segment(self) -> str:
+        return f"{self.gpu}/{self.precision}"
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """One reconcile pass as stored: status is running, succeeded or failed."""
+
+    id: int
+    trigger: str
+    started_at: datetime
+    ended_at: datetime | None
+    status: str
+    window_after: datetime | None
+    window_cutoff: datetime | None
+    runs_seen: int
+    reconciled: int
+    skipped: int
+    factor_set_version: int | None
+    error: str | None

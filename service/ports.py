@@ -3,11 +3,18 @@ them and tests use fakes of them. Nothing here imports an adapter."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, Self
 
-from service.domain import ObservedRun, SavedEstimate, ScanWindow
+from service.domain import (
+    ObservedRun,
+    PassRecord,
+    Reconciliation,
+    SavedEstimate,
+    ScanWindow,
+    Skip,
+)
 
 
 class RunSource(Protocol):
@@ -60,6 +67,66 @@ class LinkStore(Protocol):
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None: ...
 
 
+class RunStore(Protocol):
+    def upsert(self, runs: Sequence[ObservedRun], *, pass_id: int, seen_at: datetime) -> None: ...
+
+    def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]: ...
+
+    def unreconciled_manual_links(self, limit: int) -> list[str]: ...
+
+
+class StagingStore(Protocol):
+    def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None: ...
+
+    def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]: ...
+
+    def clear(self, pass_id: int | None = None) -> None: ...
+
+
+class ReconciliationStore(Protocol):
+    def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, Reconciliation]: ...
+
+    def save(self, item: Reconciliation, *, pass_id: int, now: datetime) -> None: ...
+
+    def history(
+        self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None
+    ) -> list[Reconciliation]: ...
+
+    def count(self) -> int: ...
+
+
+class SkipStore(Protocol):
+    def record(self, skips: Sequence[Skip], *, pass_id: int, now: datetime) -> None: ...
+
+    def for_pass(self, pass_id: int) -> list[Skip]: ...
+
+
+class PassStore(Protocol):
+    def start(self, trigger: str, now: datetime) -> int: ...
+
+    def finish(self, record: PassRecord) -> None: ...
+
+    def get(self, pass_id: int) -> PassRecord | None: ...
+
+    def recent(self, limit: int = 20) -> list[PassRecord]: ...
+
+
+class WatermarkStore(Protocol):
+    def get(self, source: str = ...) -> datetime | None: ...
+
+    def advance(
+        self, value: datetime, *, pass_id: int, now: datetime, source: str = ...
+    ) -> None: ...
+
+
+class PassLock(Protocol):
+    """Exclusive across processes: acquire() is non-blocking and says whether it got it."""
+
+    def acquire(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
 class UnitOfWork(Protocol):
     """One transaction; leaving the `with` block without commit() rolls it back."""
 
@@ -68,6 +135,24 @@ class UnitOfWork(Protocol):
 
     @property
     def links(self) -> LinkStore: ...
+
+    @property
+    def runs(self) -> RunStore: ...
+
+    @property
+    def staging(self) -> StagingStore: ...
+
+    @property
+    def reconciliations(self) -> ReconciliationStore: ...
+
+    @property
+    def skips(self) -> SkipStore: ...
+
+    @property
+    def passes(self) -> PassStore: ...
+
+    @property
+    def watermarks(self) -> WatermarkStore: ...
 
     def __enter__(self) -> Self: ...
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 
 from service.domain import InputError
 
@@ -107,3 +108,12 @@ def parse_count(text: str, what: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"{what} must be a positive finite number, got {text!r}")
     return value
+
+
+def parse_since(text: str) -> datetime:
+    """An aware UTC time from `2026-11-01`, `2026-11-01T08:00` or `...+02:00` (naive = UTC)."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"cannot read date {text!r}; use YYYY-MM-DD or an ISO 8601 time") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -3,10 +3,22 @@ both speak the same field names (DESIGN §4)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from service.domain import Estimate, EstimateRequest, Plan, SavedEstimate, SensitivityRow
+from service.comparison import human_line
+from service.domain import (
+    Estimate,
+    EstimateRequest,
+    PassRecord,
+    Plan,
+    Reconciliation,
+    SavedEstimate,
+    SensitivityRow,
+    Skip,
+)
 from service.hardware import GpuSpec
+from service.reconcile import PassOutcome
 from service.units import format_duration
 
 JSON = dict[str, Any]
@@ -117,4 +129,75 @@ def saved_view(saved: SavedEstimate, run_ids: list[str] | None = None) -> JSON:
         "mlflow_tag": saved.mlflow_tag,
         **({} if run_ids is None else {"run_ids": run_ids}),
         **body,
+    }
+
+
+def reconciliation_view(item: Reconciliation) -> JSON:
+    return {
+        "estimate_id": item.estimate_id,
+        "run_ids": list(item.run_ids),
+        "gpu": item.gpu,
+        "precision": item.precision,
+        "started_at": item.started_at.isoformat(),
+        "ended_at": item.ended_at.isoformat(),
+        "predicted_seconds": item.predicted_seconds,
+        "observed_seconds": item.observed_seconds,
+        "observed_compute_seconds": item.observed_compute_seconds,
+        "ratio": item.ratio,
+        "error_pct": item.error_pct,
+        "abs_error_pct": item.abs_error_pct,
+        "implied_utilization": item.implied_utilization,
+        "implied_overhead": item.implied_overhead,
+        "implied_effective_utilization": item.implied_effective_utilization,
+        "factors_kind": item.factors_kind,
+        "failed_segments": item.failed_segments,
+        "line": human_line(item.predicted_seconds, item.observed_seconds),
+    }
+
+
+def skip_view(skip: Skip) -> JSON:
+    return {
+        "run_id": skip.run_id,
+        "reason": skip.reason,
+        "detail": skip.detail,
+        "estimate_id": skip.estimate_id,
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def pass_view(record: PassRecord) -> JSON:
+    return {
+        "pass_id": record.id,
+        "trigger": record.trigger,
+        "status": record.status,
+        "started_at": _iso(record.started_at),
+        "ended_at": _iso(record.ended_at),
+        "window_after": _iso(record.window_after),
+        "window_cutoff": _iso(record.window_cutoff),
+        "runs_seen": record.runs_seen,
+        "reconciled": record.reconciled,
+        "skipped": record.skipped,
+        "factor_set": record.factor_set_version,
+        "error": record.error,
+    }
+
+
+def outcome_view(outcome: PassOutcome) -> JSON:
+    """What `reckon reconcile --json` and POST /v1/reconcile return."""
+    window = outcome.window
+    return {
+        "status": outcome.status,
+        "pass_id": outcome.pass_id,
+        "window_after": None if window is None else _iso(window.after),
+        "window_cutoff": None if window is None else _iso(window.cutoff),
+        "runs_seen": outcome.runs_seen,
+        "reconciled": len(outcome.reconciled),
+        "reconciled_estimates": [item.estimate_id for item in outcome.reconciled],
+        "skipped": [skip_view(skip) for skip in outcome.skipped],
+        "factor_set": outcome.factor_set,
+        "tags_written": outcome.tags_written,
+        "message": outcome.summary,
     }

@@ -232,3 +232,20 @@ class SegmentFactorRow(Base):
     n_throughput: Mapped[int] = mapped_column(Integer)
 
     __table_args__ = (UniqueConstraint("factor_set_id", "segment"),)
+
+
+class StagedRunRow(Base):
+    """Runs a pass has read from MLflow but not yet applied. Written page by page so memory
+    stays flat; applied, with the watermark, in the pass's one final transaction; cleared
+    when a pass fails (or by the next pass, if one was killed)."""
+
+    __tablename__ = "staged_run"
+
+    pass_id: Mapped[int] = mapped_column(ForeignKey("reconcile_pass.id"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    estimate_tag: Mapped[str | None] = mapped_column(String(64))
+    throughput: Mapped[float | None] = mapped_column(Double)

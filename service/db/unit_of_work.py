@@ -9,6 +9,14 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.db.engine import translate_error
+from service.db.pass_repositories import (
+    PassRepository,
+    ReconciliationRepository,
+    RunRepository,
+    SkipRepository,
+    StagingRepository,
+    WatermarkRepository,
+)
 from service.db.repositories import EstimateRepository, RunLinkRepository
 
 
@@ -21,6 +29,12 @@ class SqlUnitOfWork:
         self.session: Session = self._factory()
         self.estimates = EstimateRepository(self.session)
         self.links = RunLinkRepository(self.session)
+        self.runs = RunRepository(self.session)
+        self.staging = StagingRepository(self.session)
+        self.reconciliations = ReconciliationRepository(self.session)
+        self.skips = SkipRepository(self.session)
+        self.passes = PassRepository(self.session)
+        self.watermarks = WatermarkRepository(self.session)
         return self
 
     def __exit__(

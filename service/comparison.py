@@ -1,0 +1,140 @@
+"""Predicted against observed (DESIGN §3 step 5), pure: which runs are usable, the observed
+wall and compute time of an estimate's runs, the implied factors, and the seed-style line.
+No I/O and no clock; the reconcile pass feeds it stored estimates and observed runs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from service.domain import (
+    TERMINAL_STATUSES,
+    FactorsKind,
+    ObservedRun,
+    Reconciliation,
+    SavedEstimate,
+    Skip,
+)
+from service.units import format_duration
+
+# Skip reasons: stable codes, stored and counted.
+MISSING_START = "missing_start_time"
+MISSING_END = "missing_end_time"
+END_BEFORE_START = "end_before_start"
+BAD_THROUGHPUT = "bad_throughput"
+UNKNOWN_ESTIMATE = "unknown_estimate"
+CLAIMED_TWICE = "claimed_by_two_estimates"
+
+
+def run_problem(run: ObservedRun) -> Skip | None:
+    """Why a terminated run's times cannot be used, or None when they can."""
+    if run.started_at is None:
+        return Skip(run.run_id, MISSING_START, "run has no start time", run.estimate_id)
+    if run.status in TERMINAL_STATUSES and run.ended_at is None:
+        return Skip(run.run_id, MISSING_END, f"{run.status} run has no end time", run.estimate_id)
+    if run.ended_at is not None and run.ended_at < run.started_at:
+        return Skip(
+            run.run_id,
+            END_BEFORE_START,
+            f"ends {run.ended_at.isoformat()} before it starts {run.started_at.isoformat()}",
+            run.estimate_id,
+        )
+    return None
+
+
+def throughput_problem(run: ObservedRun) -> Skip | None:
+    """A logged throughput that is zero, negative, NaN or infinite is ignored (the run's
+    wall time still counts) and the reason recorded."""
+    value = run.throughput
+    if value is None or (math.isfinite(value) and value > 0):
+        return None
+    return Skip(
+        run.run_id,
+        BAD_THROUGHPUT,
+        f"throughput {value!r} ignored; wall time still used",
+        run.estimate_id,
+    )
+
+
+def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliation | None:
+    """The comparison for one estimate over all its usable linked runs, or None while no
+    linked run has FINISHED. Wall time runs from the first start to the last end, so
+    restarts, gaps and FAILED/KILLED segments count as overhead."""
+    usable = [
+        run
+        for run in runs
+        if run.status in TERMINAL_STATUSES and run_problem(run) is None and run.ended_at
+    ]
+    if not any(run.status == "FINISHED" for run in usable):
+        return None
+    usable.sort(key=lambda run: (run.started_at, run.run_id))
+    started_at = min(run.started_at for run in usable if run.started_at)
+    ended_at = max(run.ended_at for run in usable if run.ended_at)
+    observed = (ended_at - started_at).total_seconds()
+    if observed <= 0:
+        return None
+    predicted = saved.predicted_wall_seconds
+    compute_seconds = _observed_compute_seconds(saved, usable)
+    implied_u, implied_f, effective_u, kind = _implied_factors(saved, observed, compute_seconds)
+    interval = saved.interval
+    return Reconciliation(
+        estimate_id=saved.id,
+        run_ids=tuple(run.run_id for run in usable),
+        gpu=saved.gpu,
+        precision=saved.precision,
+        recompute=None if saved.estimate is None else saved.estimate.request.recompute,
+        started_at=started_at,
+        ended_at=ended_at,
+        predicted_seconds=predicted,
+        predicted_seconds_p10=None if interval is None else interval.p10,
+        predicted_seconds_p90=None if interval is None else interval.p90,
+        observed_seconds=observed,
+        observed_compute_seconds=compute_seconds,
+        ratio=observed / predicted,
+        error_pct=100.0 * (predicted / observed - 1.0),
+        abs_error_pct=100.0 * abs(predicted / observed - 1.0),
+        implied_utilization=implied_u,
+        implied_overhead=implied_f,
+        implied_effective_utilization=effective_u,
+        factors_kind=kind,
+        failed_segments=sum(1 for run in usable if run.status != "FINISHED"),
+    )
+
+
+def _observed_compute_seconds(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> float | None:
+    """tokens / steady-state throughput. The metric is whole-job tokens/s; the latest usable
+    value of the last FINISHED segment (else of any segment) stands for the job."""
+    if saved.estimate is None:
+        return None
+    candidates = [run for run in runs if throughput_problem(run) is None and run.throughput]
+    if not candidates:
+        return None
+    finished = [run for run in candidates if run.status == "FINISHED"]
+    chosen = max(finished or candidates, key=lambda run: (run.ended_at, run.run_id))
+    assert chosen.throughput is not None
+    return saved.estimate.request.model.tokens / chosen.throughput
+
+
+def _implied_factors(
+    saved: SavedEstimate, observed_seconds: float, compute_seconds: float | None
+) -> tuple[float | None, float | None, float | None, FactorsKind]:
+    result = saved.estimate
+    if result is None:
+        return None, None, None, "none"
+    capacity = result.request.hardware.gpus * result.peak_flops  # FLOP/s at 100%
+    effective = result.flops / (capacity * observed_seconds)
+    if compute_seconds is None:
+        return None, None, effective, "combined"
+    utilization = result.flops / (capacity * compute_seconds)
+    overhead = 1.0 - compute_seconds / observed_seconds
+    return utilization, overhead, effective, "separate"
+
+
+def human_line(predicted_seconds: float, observed_seconds: float) -> str:
+    """The seed's comparison: "predicted 3 days 12 hours, observed 3 days 8 hours, +5.0% over"."""
+    error = 100.0 * (predicted_seconds / observed_seconds - 1.0)
+    direction = "over" if error >= 0 else "under"
+    return (
+        f"predicted {format_duration(predicted_seconds)}, observed "
+        f"{format_duration(observed_seconds)}, {error:+.1f}% {direction}"
+    )

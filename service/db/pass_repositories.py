@@ -1,0 +1,330 @@
+"""Repositories the reconcile pass uses: staged and stored MLflow runs, reconciliations,
+skips, pass history and the watermark. Each returns domain objects; none commits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from service.db.tables import (
+    MlflowRunRow,
+    ReconcilePassRow,
+    ReconciliationRow,
+    RunLinkRow,
+    SkippedRunRow,
+    StagedRunRow,
+    SyncStateRow,
+)
+from service.db.upsert import upsert
+from service.domain import FactorsKind, ObservedRun, PassRecord, Reconciliation, Skip
+
+MLFLOW_SOURCE = "mlflow"
+_RUN_FIELDS = ("experiment_id", "status", "started_at", "ended_at", "estimate_tag", "throughput")
+
+
+def _run_values(run: ObservedRun) -> dict[str, object]:
+    return {
+        "run_id": run.run_id,
+        "experiment_id": run.experiment_id,
+        "status": run.status,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "estimate_tag": run.estimate_id,
+        "throughput": run.throughput,
+    }
+
+
+def _observed(row: MlflowRunRow | StagedRunRow) -> ObservedRun:
+    return ObservedRun(
+        run_id=row.run_id,
+        experiment_id=row.experiment_id,
+        status=row.status,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        estimate_id=row.estimate_tag,
+        throughput=row.throughput,
+    )
+
+
+class StagingRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None:
+        rows = [{"pass_id": pass_id, **_run_values(run)} for run in runs]
+        # A run seen twice in one scan (offset page tokens shift) keeps its latest copy.
+        upsert(self._session, StagedRunRow, rows, ["pass_id", "run_id"], _RUN_FIELDS)
+
+    def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]:
+        """Keyset pages over the staged runs, so no cursor stays open between writes."""
+        after = ""
+        while True:
+            rows = list(
+                self._session.scalars(
+                    select(StagedRunRow)
+                    .where(StagedRunRow.pass_id == pass_id, StagedRunRow.run_id > after)
+                    .order_by(StagedRunRow.run_id)
+                    .limit(size)
+                )
+            )
+            if not rows:
+                return
+            yield [_observed(row) for row in rows]
+            after = rows[-1].run_id
+
+    def clear(self, pass_id: int | None = None) -> None:
+        statement = delete(StagedRunRow)
+        if pass_id is not None:
+            statement = statement.where(StagedRunRow.pass_id == pass_id)
+        self._session.execute(statement)
+
+
+class RunRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def upsert(self, runs: Sequence[ObservedRun], *, pass_id: int, seen_at: datetime) -> None:
+        rows = [{**_run_values(run), "pass_id": pass_id, "seen_at": seen_at} for run in runs]
+        fields = (*_RUN_FIELDS, "pass_id", "seen_at")
+        upsert(self._session, MlflowRunRow, rows, ["run_id"], fields)
+
+    def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]:
+        """Every stored run linked to each estimate."""
+        found: dict[str, list[ObservedRun]] = {estimate_id: [] for estimate_id in estimate_ids}
+        if not estimate_ids:
+            return found
+        rows = self._session.execute(
+            select(RunLinkRow.estimate_id, MlflowRunRow)
+            .join(MlflowRunRow, MlflowRunRow.run_id == RunLinkRow.run_id)
+            .where(RunLinkRow.estimate_id.in_(list(estimate_ids)))
+        )
+        for estimate_id, row in rows:
+            found[estimate_id].append(_observed(row))
+        return found
+
+    def unreconciled_manual_links(self, limit: int) -> list[str]:
+        """Run ids linked by hand (no tag needed) whose estimate has no reconciliation yet:
+        the tag filter cannot find them, so each pass asks for them by id."""
+        rows = self._session.scalars(
+            select(RunLinkRow.run_id)
+            .outerjoin(ReconciliationRow, ReconciliationRow.estimate_id == RunLinkRow.estimate_id)
+            .where(RunLinkRow.source == "manual", ReconciliationRow.id.is_(None))
+            .order_by(RunLinkRow.id)
+            .limit(limit)
+        )
+        return list(rows)
+
+
+class ReconciliationRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, Reconciliation]:
+        if not estimate_ids:
+            return {}
+        rows = self._session.scalars(
+            select(ReconciliationRow).where(ReconciliationRow.estimate_id.in_(list(estimate_ids)))
+        )
+        return {row.estimate_id: _reconciliation(row) for row in rows}
+
+    def save(self, item: Reconciliation, *, pass_id: int, now: datetime) -> None:
+        """Insert, or update in place when an estimate's runs changed (one row per estimate)."""
+        values = _reconciliation_values(item)
+        existing = self._session.scalar(
+            select(ReconciliationRow).where(ReconciliationRow.estimate_id == item.estimate_id)
+        )
+        if existing is None:
+            self._session.add(
+                ReconciliationRow(**values, pass_id=pass_id, created_at=now, updated_at=now)
+            )
+        else:
+            for name, value in values.items():
+                setattr(existing, name, value)
+            existing.pass_id, existing.updated_at = pass_id, now
+        self._session.flush()
+
+    def history(
+        self,
+        *,
+        since: datetime | None = None,
+        gpu: str | None = None,
+        limit: int | None = None,
+    ) -> list[Reconciliation]:
+        query = select(ReconciliationRow).order_by(
+            ReconciliationRow.ended_at.desc(), ReconciliationRow.estimate_id
+        )
+        if since is not None:
+            query = query.where(ReconciliationRow.ended_at >= since)
+        if gpu is not None:
+            query = query.where(ReconciliationRow.gpu == gpu)
+        if limit is not None:
+            query = query.limit(limit)
+        return [_reconciliation(row) for row in self._session.scalars(query)]
+
+    def count(self) -> int:
+        return self._session.scalar(select(func.count(ReconciliationRow.id))) or 0
+
+
+def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
+    return {
+        "estimate_id": item.estimate_id,
+        "run_ids": ",".join(item.run_ids),
+        "gpu": item.gpu,
+        "precision": item.precision,
+        "recompute": item.recompute,
+        "started_at": item.started_at,
+        "ended_at": item.ended_at,
+        "predicted_seconds": item.predicted_seconds,
+        "predicted_seconds_p10": item.predicted_seconds_p10,
+        "predicted_seconds_p90": item.predicted_seconds_p90,
+        "observed_seconds": item.observed_seconds,
+        "observed_compute_seconds": item.observed_compute_seconds,
+        "ratio": item.ratio,
+        "error_pct": item.error_pct,
+        "abs_error_pct": item.abs_error_pct,
+        "implied_utilization": item.implied_utilization,
+        "implied_overhead": item.implied_overhead,
+        "implied_effective_utilization": item.implied_effective_utilization,
+        "factors_kind": item.factors_kind,
+        "failed_segments": item.failed_segments,
+    }
+
+
+def _reconciliation(row: ReconciliationRow) -> Reconciliation:
+    return Reconciliation(
+        estimate_id=row.estimate_id,
+        run_ids=tuple(row.run_ids.split(",")) if row.run_ids else (),
+        gpu=row.gpu,
+        precision=row.precision,
+        recompute=row.recompute,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        predicted_seconds=row.predicted_seconds,
+        predicted_seconds_p10=row.predicted_seconds_p10,
+        predicted_seconds_p90=row.predicted_seconds_p90,
+        observed_seconds=row.observed_seconds,
+        observed_compute_seconds=row.observed_compute_seconds,
+        ratio=row.ratio,
+        error_pct=row.error_pct,
+        abs_error_pct=row.abs_error_pct,
+        implied_utilization=row.implied_utilization,
+        implied_overhead=row.implied_overhead,
+        implied_effective_utilization=row.implied_effective_utilization,
+        factors_kind=cast(FactorsKind, row.factors_kind),
+        failed_segments=row.failed_segments,
+    )
+
+
+class SkipRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def record(self, skips: Sequence[Skip], *, pass_id: int, now: datetime) -> None:
+        rows = [
+            {
+                "run_id": skip.run_id,
+                "reason": skip.reason,
+                "detail": skip.detail,
+                "estimate_id": skip.estimate_id,
+                "pass_id": pass_id,
+                "seen_at": now,
+            }
+            for skip in {(s.run_id, s.reason): s for s in skips}.values()
+        ]
+        fields = ("detail", "estimate_id", "pass_id", "seen_at")
+        upsert(self._session, SkippedRunRow, rows, ["run_id", "reason"], fields)
+
+    def for_pass(self, pass_id: int) -> list[Skip]:
+        rows = self._session.scalars(
+            select(SkippedRunRow).where(SkippedRunRow.pass_id == pass_id).order_by(SkippedRunRow.id)
+        )
+        return [Skip(r.run_id, r.reason, r.detail, r.estimate_id) for r in rows]
+
+
+class PassRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def start(self, trigger: str, now: datetime) -> int:
+        row = ReconcilePassRow(
+            trigger=trigger, started_at=now, status="running", runs_seen=0, reconciled=0, skipped=0
+        )
+        self._session.add(row)
+        self._session.flush()
+        return row.id
+
+    def finish(self, record: PassRecord) -> None:
+        self._session.execute(
+            update(ReconcilePassRow)
+            .where(ReconcilePassRow.id == record.id)
+            .values(
+                ended_at=record.ended_at,
+                status=record.status,
+                window_after=record.window_after,
+                window_cutoff=record.window_cutoff,
+                runs_seen=record.runs_seen,
+                reconciled=record.reconciled,
+                skipped=record.skipped,
+                factor_set_version=record.factor_set_version,
+                error=record.error,
+            )
+        )
+
+    def get(self, pass_id: int) -> PassRecord | None:
+        row = self._session.get(ReconcilePassRow, pass_id)
+        return None if row is None else _pass(row)
+
+    def recent(self, limit: int = 20) -> list[PassRecord]:
+        rows = self._session.scalars(
+            select(ReconcilePassRow)
+            .order_by(ReconcilePassRow.started_at.desc(), ReconcilePassRow.id.desc())
+            .limit(limit)
+        )
+        return [_pass(row) for row in rows]
+
+
+def _pass(row: ReconcilePassRow) -> PassRecord:
+    return PassRecord(
+        id=row.id,
+        trigger=row.trigger,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        status=row.status,
+        window_after=row.window_after,
+        window_cutoff=row.window_cutoff,
+        runs_seen=row.runs_seen,
+        reconciled=row.reconciled,
+        skipped=row.skipped,
+        factor_set_version=row.factor_set_version,
+        error=row.error,
+    )
+
+
+class WatermarkRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, source: str = MLFLOW_SOURCE) -> datetime | None:
+        return self._session.scalar(
+            select(SyncStateRow.high_water_mark).where(SyncStateRow.source == source)
+        )
+
+    def advance(
+        self, value: datetime, *, pass_id: int, now: datetime, source: str = MLFLOW_SOURCE
+    ) -> None:
+        """Move forward only: a backfill (--since) never moves the mark back."""
+        current = self.get(source)
+        if current is not None and current >= value:
+            return
+        row = self._session.get(SyncStateRow, source)
+        if row is None:
+            self._session.add(
+                SyncStateRow(source=source, high_water_mark=value, updated_at=now, pass_id=pass_id)
+            )
+        else:
+            row.high_water_mark, row.updated_at, row.pass_id = value, now, pass_id
+        self._session.flush()

@@ -1,0 +1,333 @@
+"""RunSource over an MLflow tracking server (mlflow-skinny's MlflowClient, HTTP only): pages
+runs into ObservedRun values and turns every MLflow failure into UnavailableError. It
+judges nothing about the runs it returns; that is the reconcile use case's job.
+
+MLflow retries a failed request itself, by default for minutes (MLFLOW_HTTP_REQUEST_MAX_RETRIES,
+MLFLOW_HTTP_REQUEST_TIMEOUT); this adapter retries on top with its own short budget, so
+processes using it (and tests) should set those variables small, e.g. 0-2 retries and 10-30 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from mlflow.entities import RunTag, ViewType
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ONE_MS = timedelta(milliseconds=1)
+RUN_ID_CHUNK = 100  # run ids per `attributes.run_id IN (...)` query
+# MLflow validates run ids against this shape; anything else cannot exist, and keeping it out
+# of the filter string means an id can never break (or inject into) the filter.
+_RUN_ID = re.compile(r"^[a-zA-Z0-9][\w\-]{0,255}$")
+_TAG = f"tags.`{ESTIMATE_TAG}`"  # backticks: the key contains a dot
+# "Linked" = tag present and non-empty (`!= ''` also drops runs without the tag; an empty id
+# links to nothing). MLflow filters only AND and allow IN only for run_id, so "terminal" is
+# spelled as "neither RUNNING nor SCHEDULED": a restarted run goes back to RUNNING but keeps
+# its old end time, so the end-time bounds alone would let it through.
+_LINKED = f"{_TAG} != ''"
+_TERMINAL = "attributes.status != 'RUNNING' AND attributes.status != 'SCHEDULED'"
+# run_id breaks end-time ties so the order (and the keyset below) is total.
+_BY_END = ["attributes.end_time ASC", "attributes.run_id ASC"]
+_BY_START = ["attributes.start_time ASC", "attributes.run_id ASC"]
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def redact(text: str) -> str:
+    """`text` with any user:password@ removed from URLs in it."""
+    return _URL_CREDENTIALS.sub("", text)
+
+
+def _safe_uri(uri: str) -> str:
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return redact(uri)
+    if parts.username is None and parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def to_ms(moment: datetime) -> int:
+    """Epoch milliseconds, floored exactly (integer timedelta arithmetic, no float). For
+    integer end times, `end > floor(t)` is `end > t` and `end <= floor(t)` is `end <= t`."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"scan bounds must be aware datetimes, got {moment!r}")
+    return (moment - EPOCH) // ONE_MS
+
+
+def from_ms(value: int | None) -> datetime | None:
+    return None if value is None else EPOCH + timedelta(milliseconds=value)
+
+
+def _is_transient(error: Exception) -> bool:
+    """Connection failures, timeouts, HTTP 5xx and 429 are worth retrying; 4xx (a bad filter,
+    an unknown run, a refused Host header) will fail the same way again."""
+    if isinstance(error, MlflowException):
+        # MLflow wraps connection errors and timeouts as INTERNAL_ERROR, i.e. HTTP 500.
+        status = int(error.get_http_status_code())  # type: ignore[no-untyped-call]
+        return status == 429 or status >= 500
+    return True  # requests / OS-level errors: the network, not the request
+
+
+class MlflowRunSource:
+    """Observed runs from one MLflow tracking server, over the configured experiments."""
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiments: Sequence[str],
+        throughput_metric: str,
+        page_size: int = 1000,
+        retries: int = 3,
+        backoff_seconds: float = 0.5,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        if retries < 0:
+            raise ValueError(f"retries must be zero or more, got {retries}")
+        self._uri = _safe_uri(tracking_uri)
+        self._client = MlflowClient(tracking_uri=tracking_uri)
+        # A lone string is a sequence of characters; take it as one experiment.
+        self._experiments = (experiments,) if isinstance(experiments, str) else tuple(experiments)
+        self._metric = throughput_metric
+        self._page_size = page_size
+        self._retries = retries
+        self._backoff_seconds = backoff_seconds
+        self._named_ids: list[str] | None = None
+
+    # --- RunSource ------------------------------------------------------------------------
+
+    def terminated_runs(self, window: ScanWindow) -> Iterator[ObservedRun]:
+        """Linked, terminated runs with end time in (after, cutoff], oldest end first, each
+        run id once, streamed page by page.
+
+        MLflow page tokens are row offsets into a query re-run per page: a run that enters
+        the result set mid-scan (a late commit with an end time in the window) shifts later
+        rows forward and repeats one; a run that leaves it (deleted, untagged, restarted)
+        shifts them back and silently skips one. So after each page the scan starts a fresh
+        query at the last end time seen (keyset paging, `end_time >= last`), which no shift
+        can affect, and drops the few runs it has already yielded. Only a tie group of more
+        than a page of runs ending in the same millisecond is followed by page token.
+        """
+        experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return
+        # The cutoff is captured once by the caller: runs that end while we page fall after
+        # it and belong to the next pass, so the window cannot grow under the scan.
+        upper = f"attributes.end_time <= {to_ms(window.cutoff)}"
+        lower = None if window.after is None else f"attributes.end_time > {to_ms(window.after)}"
+        # Every id yielded in this scan: the keyset restart re-reads the last end time's runs,
+        # and a page-token step can repeat one after a shift. Ids only, not runs.
+        seen: set[str] = set()
+        token: str | None = None
+        while True:
+            clauses = [_LINKED, _TERMINAL, upper] + ([lower] if lower else [])
+            page = self._search(experiment_ids, " AND ".join(clauses), _BY_END, token)
+            for run in page:
+                run_id = run.info.run_id
+                if run_id not in seen:
+                    seen.add(run_id)
+                    yield self._observed(run)
+            if not page.token or not page:
+                return
+            first_end, last_end = page[0].info.end_time, page[-1].info.end_time
+            if first_end == last_end:
+                # The whole page ended in one millisecond: restarting at `>= last_end` would
+                # return it again, so step on by offset within this tie group.
+                token = page.token
+            else:
+                lower, token = f"attributes.end_time >= {last_end}", None
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
+        """Active runs with these ids in the order asked, any status or tags; unknown (or
+        deleted) ids are absent from the result."""
+        wanted = list(dict.fromkeys(run_id for run_id in run_ids if _RUN_ID.match(run_id)))
+        if not wanted:
+            return []
+        # A link made by hand may name a run in any experiment, and search_runs needs a list:
+        # ask every active experiment, not only the configured ones.
+        experiment_ids = self._all_active_experiment_ids()
+        if not experiment_ids:
+            return []
+        found: dict[str, ObservedRun] = {}
+        for start in range(0, len(wanted), RUN_ID_CHUNK):
+            chunk = wanted[start : start + RUN_ID_CHUNK]
+            quoted = ", ".join(f"'{run_id}'" for run_id in chunk)
+            page = self._search(
+                experiment_ids, f"attributes.run_id IN ({quoted})", None, None, len(chunk)
+            )
+            for run in page:
+                found[run.info.run_id] = self._observed(run)
+        return [found[run_id] for run_id in wanted if run_id in found]
+
+    def running_runs(self) -> Iterator[ObservedRun]:
+        """Linked runs still RUNNING, oldest start first."""
+        experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return
+        # Few runs and a short scan: plain page tokens, with the same dedupe against shifts.
+        seen: set[str] = set()
+        token: str | None = None
+        while True:
+            page = self._search(
+                experiment_ids, f"{_LINKED} AND attributes.status = 'RUNNING'", _BY_START, token
+            )
+            for run in page:
+                if run.info.run_id not in seen:
+                    seen.add(run.info.run_id)
+                    yield self._observed(run)
+            if not page.token or not page:
+                return
+            token = page.token
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        if not tags:
+            return
+        run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
+        self._call(
+            f"set tags on run {run_id}",
+            lambda: self._client.log_batch(run_id, tags=run_tags, synchronous=True),
+        )
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _observed(self, run: Any) -> ObservedRun:
+        info, data = run.info, run.data
+        # Search results carry each metric's latest value (highest step): no per-run call.
+        value = data.metrics.get(self._metric)
+        return ObservedRun(
+            run_id=info.run_id,
+            experiment_id=str(info.experiment_id),
+            status=info.status,
+            started_at=from_ms(info.start_time),
+            ended_at=from_ms(info.end_time),
+            estimate_id=data.tags.get(ESTIMATE_TAG) or None,
+            throughput=None if value is None else float(value),
+        )
+
+    def _search(
+        self,
+        experiment_ids: list[str],
+        filter_string: str,
+        order_by: list[str] | None,
+        token: str | None,
+        max_results: int | None = None,
+    ) -> Any:
+        return self._call(
+            "search runs",
+            lambda: self._client.search_runs(
+                experiment_ids=experiment_ids,
+                filter_string=filter_string,
+                run_view_type=ViewType.ACTIVE_ONLY,
+                max_results=max_results or self._page_size,
+                order_by=order_by,
+                page_token=token,
+            ),
+        )
+
+    def _experiment_ids(self) -> list[str]:
+        if not self._experiments:
+            # Re-listed per scan, not cached: experiments created after start-up count too.
+            return self._all_active_experiment_ids()
+        if self._named_ids is None:
+            self._named_ids = list(dict.fromkeys(self._resolve(e) for e in self._experiments))
+        return self._named_ids
+
+    def _resolve(self, name_or_id: str) -> str:
+        """A name first, then an id; a deleted experiment is as good as missing."""
+        experiment = self._call(
+            f"look up experiment {name_or_id!r}",
+            lambda: self._client.get_experiment_by_name(name_or_id),
+        )
+        if experiment is None:
+            try:
+                experiment = self._call(
+                    f"look up experiment {name_or_id!r}",
+                    lambda: self._client.get_experiment(name_or_id),
+                    not_found_ok=True,
+                )
+            except _NotFound:
+                experiment = None
+        if experiment is None or experiment.lifecycle_stage != "active":
+            raise UnavailableError(f"MLflow experiment {name_or_id!r} not found at {self._uri}")
+        return str(experiment.experiment_id)
+
+    def _all_active_experiment_ids(self) -> list[str]:
+        ids: list[str] = []
+        token: str | None = None
+        while True:
+            page = self._call(
+                "list experiments",
+                partial(
+                    self._client.search_experiments,
+                    view_type=ViewType.ACTIVE_ONLY,
+                    max_results=1000,
+                    page_token=token,
+                ),
+            )
+            ids.extend(str(experiment.experiment_id) for experiment in page)
+            if not page.token:
+                return ids
+            token = page.token
+
+    def _call(self, what: str, call: Callable[[], T], *, not_found_ok: bool = False) -> T:
+        """Run one MLflow call, retrying transient failures with exponential backoff."""
+        attempt = 0
+        while True:
+            try:
+                return call()
+            except (MlflowException, requests.RequestException, OSError) as error:
+                if not_found_ok and _is_not_found(error):
+                    raise _NotFound from error
+                if attempt >= self._retries or not _is_transient(error):
+                    raise UnavailableError(self._message(what, error)) from error
+                delay = self._backoff_seconds * 2**attempt
+                log.warning(
+                    "MLflow %s failed (%s); retry %d of %d in %.1f s",
+                    what,
+                    self._reason(error),
+                    attempt + 1,
+                    self._retries,
+                    delay,
+                )
+                time.sleep(delay)
+                attempt += 1
+
+    def _message(self, what: str, error: Exception) -> str:
+        return f"MLflow at {self._uri}: cannot {what}: {self._reason(error)}"
+
+    @staticmethod
+    def _reason(error: Exception) -> str:
+        text = error.message if isinstance(error, MlflowException) else str(error)
+        line = " ".join(redact(str(text)).split())  # one line, no credentials
+        return line if len(line) <= 300 else line[:297] + "..."
+
+
+class _NotFound(Exception):
+    """Internal: the looked-up thing does not exist (only where that is an answer)."""
+
+
+def _is_not_found(error: Exception) -> bool:
+    # An unknown id is 404; a string that cannot be an id at all is 400.
+    return isinstance(error, MlflowException) and error.error_code in (
+        "RESOURCE_DOES_NOT_EXIST",
+        "INVALID_PARAMETER_VALUE",
+    )

@@ -1,0 +1,338 @@
+"""The nightly pass (DESIGN §3 steps 4–5, §6): pull linked runs that ended in the window from
+the run source, stage them page by page, then in one transaction store them, reconcile each
+affected estimate, record skips and advance the watermark. The CLI, the API and the
+scheduler all call `run_pass`; nothing else reconciles."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+from service import comparison
+from service.domain import (
+    ObservedRun,
+    PassRecord,
+    ReckonError,
+    Reconciliation,
+    ScanWindow,
+    Skip,
+)
+from service.ports import Clock, PassLock, RunSource, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+PassStatus = Literal["succeeded", "failed", "locked"]
+MANUAL_LINKS_PER_PASS = 10_000
+WRITE_BACK_THREADS = 8
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    lookback: timedelta = timedelta(hours=48)
+    since: datetime | None = None  # rescan from here (backfill)
+    full: bool = False  # rescan everything
+    trigger: str = "cli"
+    write_back: bool = True
+    batch_size: int = 1000
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    status: PassStatus
+    pass_id: int | None = None
+    window: ScanWindow | None = None
+    runs_seen: int = 0
+    reconciled: list[Reconciliation] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    factor_set: int | None = None
+    error: str | None = None
+    tags_written: int = 0
+
+    @property
+    def summary(self) -> str:
+        if self.status == "locked":
+            return "another reconcile pass is running; this one did nothing"
+        line = (
+            f"pass {self.pass_id} {self.status}: {self.runs_seen} runs seen, "
+            f"{len(self.reconciled)} reconciled, {len(self.skipped)} skipped"
+        )
+        return line + (f" ({self.error})" if self.error else "")
+
+
+Refit = Callable[[UnitOfWork, int, datetime], int | None]
+
+
+def run_pass(
+    uow: UnitOfWork,
+    source: RunSource,
+    lock: PassLock,
+    clock: Clock,
+    options: PassOptions,
+    *,
+    refit: Refit | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> PassOutcome:
+    """One pass, exclusive across processes. A failure marks the pass failed, leaves the
+    watermark and every result table untouched, and is raised to the caller."""
+    if not lock.acquire():
+        log.info("reconcile pass not started: another pass holds the lock")
+        return PassOutcome(status="locked")
+    try:
+        return _locked_pass(uow, source, clock, options, refit, on_progress)
+    finally:
+        lock.release()
+
+
+def _locked_pass(
+    uow: UnitOfWork,
+    source: RunSource,
+    clock: Clock,
+    options: PassOptions,
+    refit: Refit | None,
+    on_progress: Callable[[int], None] | None,
+) -> PassOutcome:
+    started = clock.now()
+    with uow:
+        uow.staging.clear()  # leftovers of a killed pass: it never applied them
+        pass_id = uow.passes.start(options.trigger, started)
+        mark = uow.watermarks.get()
+        manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
+        uow.commit()
+    # The cutoff is captured once: the window must not grow while it is being paged.
+    window = ScanWindow(after=_window_start(mark, options), cutoff=started)
+    try:
+        scan_skips: list[Skip] = []
+        runs = _judged(_runs(source, window, manual), scan_skips)
+        seen = _stage(uow, pass_id, runs, options.batch_size, on_progress)
+        with uow:
+            reconciled, skipped = _apply(uow, pass_id, clock.now(), options.batch_size, scan_skips)
+            factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
+            uow.watermarks.advance(window.cutoff, pass_id=pass_id, now=clock.now())
+            uow.staging.clear(pass_id)
+            record = _record(pass_id, options, started, clock.now(), window, seen)
+            uow.passes.finish(
+                _with_counts(record, "succeeded", len(reconciled), len(skipped), factor_set)
+            )
+            uow.commit()
+    except Exception as error:
+        message = str(error) if isinstance(error, ReckonError) else repr(error)
+        _mark_failed(uow, _record(pass_id, options, started, clock.now(), window, 0), message)
+        raise
+    written = _write_back(source, reconciled) if options.write_back else 0
+    outcome = PassOutcome(
+        status="succeeded",
+        pass_id=pass_id,
+        window=window,
+        runs_seen=seen,
+        reconciled=reconciled,
+        skipped=skipped,
+        factor_set=factor_set,
+        tags_written=written,
+    )
+    log.info(outcome.summary)
+    return outcome
+
+
+def _window_start(mark: datetime | None, options: PassOptions) -> datetime | None:
+    if options.full:
+        return None
+    if options.since is not None:
+        return options.since
+    # Late arrivals: end times come from the training client's clock and a run can commit
+    # after a pass looked, so each pass re-reads a lookback before the mark (deduped).
+    return None if mark is None else mark - options.lookback
+
+
+def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Iterator[ObservedRun]:
+    yield from source.terminated_runs(window)
+    if manual:
+        yield from source.runs_by_id(manual)
+
+
+def _judged(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[ObservedRun]:
+    """Drop an unusable throughput before it is stored (SQLite would turn NaN into NULL and
+    hide it), keeping the run for its wall time and the reason for the pass's skips."""
+    for run in runs:
+        problem = comparison.throughput_problem(run)
+        if problem is None:
+            yield run
+        else:
+            skips.append(problem)
+            yield dataclasses.replace(run, throughput=None)
+
+
+def _stage(
+    uow: UnitOfWork,
+    pass_id: int,
+    runs: Iterator[ObservedRun],
+    batch_size: int,
+    on_progress: Callable[[int], None] | None,
+) -> int:
+    """Write the scan to the staging table a page at a time. No transaction is open while
+    the source is read: each page's write is its own short transaction."""
+    seen = 0
+    batch: list[ObservedRun] = []
+    for run in runs:
+        batch.append(run)
+        if len(batch) >= batch_size:
+            seen += _flush(uow, pass_id, batch)
+            batch = []
+            if on_progress is not None:
+                on_progress(seen)
+    seen += _flush(uow, pass_id, batch)
+    if on_progress is not None:
+        on_progress(seen)
+    return seen
+
+
+def _flush(uow: UnitOfWork, pass_id: int, batch: list[ObservedRun]) -> int:
+    if batch:
+        with uow:
+            uow.staging.add(pass_id, batch)
+            uow.commit()
+    return len(batch)
+
+
+def _apply(
+    uow: UnitOfWork, pass_id: int, now: datetime, batch_size: int, scan_skips: list[Skip]
+) -> tuple[list[Reconciliation], list[Skip]]:
+    """Inside the pass's one transaction: store runs, resolve links, reconcile."""
+    affected: set[str] = set()
+    skips: list[Skip] = list(scan_skips)
+    for batch in uow.staging.batches(pass_id, batch_size):
+        uow.runs.upsert(batch, pass_id=pass_id, seen_at=now)
+        skips.extend(_link(uow, batch, affected, now))
+    reconciled: list[Reconciliation] = []
+    ordered = sorted(affected)
+    for start in range(0, len(ordered), batch_size):
+        chunk = ordered[start : start + batch_size]
+        saved = uow.estimates.get_many(chunk)
+        runs = uow.runs.for_estimates(chunk)
+        previous = uow.reconciliations.for_estimates(chunk)
+        for estimate_id in chunk:
+            result = comparison.reconcile(saved[estimate_id], runs[estimate_id])
+            if result is None or previous.get(estimate_id) == result:
+                continue  # still running, or nothing new: a rerun changes nothing
+            uow.reconciliations.save(result, pass_id=pass_id, now=now)
+            reconciled.append(result)
+    unique = list({(skip.run_id, skip.reason): skip for skip in skips}.values())
+    uow.skips.record(unique, pass_id=pass_id, now=now)
+    return reconciled, unique
+
+
+def _link(
+    uow: UnitOfWork, batch: list[ObservedRun], affected: set[str], now: datetime
+) -> list[Skip]:
+    """Attach each run to its estimate. An explicit link wins over a different tag (the tag
+    is recorded as a skip); a tag naming no stored estimate is a skip."""
+    skips: list[Skip] = []
+    owners = uow.links.estimates_for_runs([run.run_id for run in batch])
+    tagged = [run.estimate_id for run in batch if run.estimate_id and run.run_id not in owners]
+    known = set(uow.estimates.get_many(tagged)) if tagged else set()
+    for run in batch:
+        problem = comparison.run_problem(run)
+        if problem is not None:
+            skips.append(problem)
+        owner, tag = owners.get(run.run_id), run.estimate_id
+        if owner is not None:
+            affected.add(owner)
+            if tag and tag != owner:
+                skips.append(
+                    Skip(
+                        run.run_id,
+                        comparison.CLAIMED_TWICE,
+                        f"tagged for {tag} but linked to {owner}; the link is kept",
+                        tag,
+                    )
+                )
+        elif tag and tag in known:
+            uow.links.add(tag, run.run_id, "tag", now)
+            owners[run.run_id] = tag
+            affected.add(tag)
+        elif tag:
+            skips.append(
+                Skip(run.run_id, comparison.UNKNOWN_ESTIMATE, f"no estimate with id {tag}", tag)
+            )
+    return skips
+
+
+def _record(
+    pass_id: int,
+    options: PassOptions,
+    started: datetime,
+    ended: datetime,
+    window: ScanWindow,
+    seen: int,
+) -> PassRecord:
+    return PassRecord(
+        id=pass_id,
+        trigger=options.trigger,
+        started_at=started,
+        ended_at=ended,
+        status="running",
+        window_after=window.after,
+        window_cutoff=window.cutoff,
+        runs_seen=seen,
+        reconciled=0,
+        skipped=0,
+        factor_set_version=None,
+        error=None,
+    )
+
+
+def _with_counts(
+    record: PassRecord, status: str, reconciled: int, skipped: int, factor_set: int | None
+) -> PassRecord:
+    return PassRecord(
+        **{
+            **record.__dict__,
+            "status": status,
+            "reconciled": reconciled,
+            "skipped": skipped,
+            "factor_set_version": factor_set,
+        }
+    )
+
+
+def _mark_failed(uow: UnitOfWork, record: PassRecord, message: str) -> None:
+    """Best effort: if the database itself is what failed, the row stays 'running' and the
+    next pass's staging cleanup and watermark make up for it."""
+    try:
+        with uow:
+            uow.staging.clear(record.id)
+            uow.passes.finish(
+                PassRecord(**{**record.__dict__, "status": "failed", "error": message[:2000]})
+            )
+            uow.commit()
+    except Exception:
+        log.exception("could not mark reconcile pass %s failed", record.id)
+
+
+def _write_back(source: RunSource, reconciled: list[Reconciliation]) -> int:
+    """Tag each reconciled run in MLflow with the result, after the commit and outside any
+    transaction; a failure here is logged, never undoes the pass."""
+
+    def tag(item: Reconciliation) -> int:
+        tags = {
+            "reckon.predicted_seconds": f"{item.predicted_seconds:.0f}",
+            "reckon.observed_seconds": f"{item.observed_seconds:.0f}",
+            "reckon.error_pct": f"{item.error_pct:+.1f}",
+        }
+        written = 0
+        for run_id in item.run_ids:
+            try:
+                source.set_tags(run_id, tags)
+                written += 1
+            except ReckonError as error:
+                log.warning("could not tag run %s: %s", run_id, error)
+        return written
+
+    if not reconciled:
+        return 0
+    with ThreadPoolExecutor(max_workers=WRITE_BACK_THREADS) as pool:
+        return sum(pool.map(tag, reconciled))

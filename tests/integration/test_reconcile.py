@@ -1,0 +1,354 @@
+"""The nightly pass end to end: a real MLflow server, real databases (SQLite and, when
+configured, PostgreSQL), the real adapters. Each test checks what ended up stored."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from mlflow.tracking import MlflowClient
+from sqlalchemy import Engine, func, select
+
+from service import estimates, queries
+from service.bootstrap import SystemClock
+from service.cli import main
+from service.db import locks
+from service.db.pass_repositories import WatermarkRepository
+from service.db.tables import ReconcilePassRow, ReconciliationRow, SkippedRunRow, StagedRunRow
+from service.db.unit_of_work import SqlUnitOfWork
+from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+from service.hardware import build_catalog
+from service.mlflow_source import MlflowRunSource
+from service.reconcile import PassOptions, PassOutcome, run_pass
+from tests.builders import an_estimate
+from tests.integration.mlflow_server import MlflowServer, RunSpec, create_runs, make_training_run
+
+pytestmark = pytest.mark.mlflow
+
+METRIC = "tokens_per_second"
+HOUR = timedelta(hours=1)
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def source_for(server: MlflowServer, experiment_id: str, page_size: int = 1000) -> MlflowRunSource:
+    return MlflowRunSource(server.uri, [experiment_id], METRIC, page_size=page_size, retries=0)
+
+
+def reconcile(
+    engine: Engine, source: MlflowRunSource, *, write_back: bool = True, full: bool = False
+) -> PassOutcome:
+    return run_pass(
+        SqlUnitOfWork(engine),
+        source,
+        locks.pass_lock(engine),
+        SystemClock(),
+        PassOptions(write_back=write_back, full=full),
+    )
+
+
+def count(engine: Engine, table: type) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(table)) or 0)
+
+
+def watermark(engine: Engine) -> datetime | None:
+    with SqlUnitOfWork(engine) as uow:
+        return WatermarkRepository(uow.session).get()
+
+
+def save_seed_estimate(engine: Engine, **overrides: object) -> str:
+    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(**overrides), now=now())
+    return saved.id
+
+
+def test_seed_case_prints_the_articles_comparison(
+    cli_env: str,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)
+    monkeypatch.setenv("RECKON_EXPERIMENTS", experiment_id)
+    assert main(["record", "--predicted", "3.5d", "--gpu", "a100-80gb", "--gpus", "8"]) == 0
+    estimate_id = capsys.readouterr().out.strip()
+    end = now() - HOUR
+    run_id = make_training_run(
+        mlflow_client,
+        experiment_id,
+        start=end - timedelta(hours=80),
+        end=end,
+        tags={ESTIMATE_TAG: estimate_id},
+    )
+
+    assert main(["reconcile", "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert main(["history", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["history"]
+    assert main(["history"]) == 0
+    human = capsys.readouterr().out
+
+    assert outcome["runs_seen"] == 1 and outcome["reconciled"] == 1 and outcome["skipped"] == []
+    assert row["estimate_id"] == estimate_id and row["run_ids"] == [run_id]
+    assert row["predicted_seconds"] == 84 * 3600 and row["observed_seconds"] == 80 * 3600
+    assert round(row["error_pct"], 1) == 5.0
+    assert "predicted 3 days 12 hours, observed 3 days 8 hours, +5.0% over" in human
+    assert "observed/predicted 0.952" in human
+    tags = mlflow_client.get_run(run_id).data.tags
+    assert tags["reckon.error_pct"] == "+5.0" and tags["reckon.predicted_seconds"] == "302400"
+
+
+def test_throughput_separates_utilization_from_overhead_across_restarts(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    result = an_estimate(gpus=1024)  # ~5.1 days of compute at u = 0.4
+    estimate_id = estimates.save(SqlUnitOfWork(engine), result, now=now()).id
+    true_u = 0.35
+    throughput = result.request.model.tokens / (result.compute_seconds * 0.4 / true_u)
+    start = now() - timedelta(days=10)
+    crashed_end = start + timedelta(days=2)
+    resumed = crashed_end + 6 * HOUR
+    end = resumed + timedelta(days=5)
+    tags = {ESTIMATE_TAG: estimate_id}
+    metrics = {METRIC: throughput}
+    make_training_run(
+        mlflow_client, experiment_id, start=start, end=crashed_end, status="FAILED",
+        metrics=metrics, tags=tags,
+    )  # fmt: skip
+    make_training_run(
+        mlflow_client, experiment_id, start=resumed, end=end, metrics=metrics, tags=tags
+    )
+
+    outcome = reconcile(engine, source_for(mlflow_server, experiment_id))
+
+    (item,) = outcome.reconciled
+    assert item.observed_seconds == (end - start).total_seconds()
+    assert item.failed_segments == 1 and item.factors_kind == "separate"
+    assert item.implied_utilization == pytest.approx(true_u, rel=1e-9)
+    compute = result.request.model.tokens / throughput
+    assert item.implied_overhead == pytest.approx(1 - compute / item.observed_seconds, rel=1e-9)
+    assert count(engine, ReconciliationRow) == 1
+
+
+def test_a_run_without_throughput_yields_only_the_combined_factor(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    result = an_estimate(gpus=1024)
+    estimate_id = estimates.save(SqlUnitOfWork(engine), result, now=now()).id
+    end = now() - HOUR
+    make_training_run(
+        mlflow_client, experiment_id, start=end - timedelta(days=6), end=end,
+        tags={ESTIMATE_TAG: estimate_id},
+    )  # fmt: skip
+
+    (item,) = reconcile(engine, source_for(mlflow_server, experiment_id)).reconciled
+
+    assert item.factors_kind == "combined"
+    assert item.implied_utilization is None and item.implied_overhead is None
+    expected = result.flops / (1024 * result.peak_flops * item.observed_seconds)
+    assert item.implied_effective_utilization == pytest.approx(expected)
+
+
+def test_second_pass_changes_nothing(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    estimate_id = save_seed_estimate(engine)
+    end = now() - HOUR
+    make_training_run(
+        mlflow_client, experiment_id, start=end - timedelta(days=3), end=end,
+        metrics={METRIC: 1e6}, tags={ESTIMATE_TAG: estimate_id},
+    )  # fmt: skip
+    source = source_for(mlflow_server, experiment_id)
+    first = reconcile(engine, source)
+    with engine.connect() as connection:
+        before = connection.execute(select(ReconciliationRow)).all()
+
+    second = reconcile(engine, source)
+
+    with engine.connect() as connection:
+        after = connection.execute(select(ReconciliationRow)).all()
+    assert len(first.reconciled) == 1
+    assert second.status == "succeeded" and second.runs_seen == 1 and second.reconciled == []
+    assert before == after
+    assert count(engine, ReconcilePassRow) == 2
+
+
+def test_a_late_arrival_inside_the_lookback_is_still_reconciled(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    source = source_for(mlflow_server, experiment_id)
+    first = reconcile(engine, source)
+    assert first.window is not None
+    cutoff = first.window.cutoff
+    estimate_id = save_seed_estimate(engine)
+    # The training client's clock put the end before the first pass's cutoff, but the run
+    # was committed to MLflow only after that pass had looked.
+    late_end = cutoff - timedelta(minutes=30)
+    make_training_run(
+        mlflow_client, experiment_id, start=late_end - timedelta(days=2), end=late_end,
+        tags={ESTIMATE_TAG: estimate_id},
+    )  # fmt: skip
+
+    second = reconcile(engine, source)
+
+    assert [item.estimate_id for item in second.reconciled] == [estimate_id]
+    assert second.window is not None and second.window.after is not None
+    assert second.window.after < late_end <= cutoff
+    assert watermark(engine) == second.window.cutoff
+
+
+def test_running_runs_wait_and_bad_runs_are_skipped_with_reasons(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    waiting = save_seed_estimate(engine)
+    nan_throughput = save_seed_estimate(engine)
+    owner = save_seed_estimate(engine)
+    other = save_seed_estimate(engine)
+    end = now() - HOUR
+    day = timedelta(days=1)
+    make_training_run(
+        mlflow_client, experiment_id, start=end - day, end=None, status="RUNNING",
+        tags={ESTIMATE_TAG: waiting},
+    )  # fmt: skip
+    nan_run = make_training_run(
+        mlflow_client, experiment_id, start=end - day, end=end,
+        metrics={METRIC: float("nan")}, tags={ESTIMATE_TAG: nan_throughput},
+    )  # fmt: skip
+    orphan = make_training_run(
+        mlflow_client, experiment_id, start=end - day, end=end, tags={ESTIMATE_TAG: "nosuch"}
+    )
+    backwards = make_training_run(
+        mlflow_client, experiment_id, start=end, end=end - day, tags={ESTIMATE_TAG: owner}
+    )
+    contested = make_training_run(
+        mlflow_client, experiment_id, start=end - day, end=end, tags={ESTIMATE_TAG: other}
+    )
+    estimates.link(SqlUnitOfWork(engine), owner, contested, now=now())
+
+    outcome = reconcile(engine, source_for(mlflow_server, experiment_id))
+
+    reasons = {(skip.run_id, skip.reason) for skip in outcome.skipped}
+    assert reasons == {
+        (nan_run, "bad_throughput"),
+        (orphan, "unknown_estimate"),
+        (backwards, "end_before_start"),
+        (contested, "claimed_by_two_estimates"),
+    }
+    reconciled = {item.estimate_id: item for item in outcome.reconciled}
+    assert set(reconciled) == {nan_throughput, owner}
+    assert reconciled[nan_throughput].factors_kind == "combined"
+    assert reconciled[owner].run_ids == (contested,)
+    assert count(engine, SkippedRunRow) == 4
+    with engine.connect() as connection:
+        stored = connection.scalar(select(ReconcilePassRow.skipped))
+    assert stored == 4
+
+
+def test_a_run_linked_by_hand_without_a_tag_is_found_by_id(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    estimate_id = save_seed_estimate(engine)
+    end = now() - HOUR
+    untagged = make_training_run(
+        mlflow_client, experiment_id, start=end - timedelta(days=3), end=end
+    )
+    estimates.link(SqlUnitOfWork(engine), estimate_id, untagged, now=now())
+
+    outcome = reconcile(engine, source_for(mlflow_server, experiment_id))
+
+    assert [item.run_ids for item in outcome.reconciled] == [(untagged,)]
+
+
+class StopsMidScan:
+    """The real MLflow source, with the server taken away after the first page arrived."""
+
+    def __init__(self, inner: MlflowRunSource, server: MlflowServer) -> None:
+        self._inner, self._server = inner, server
+
+    def terminated_runs(self, window: ScanWindow) -> Iterator[ObservedRun]:
+        for index, run in enumerate(self._inner.terminated_runs(window)):
+            if index == 0:
+                self._server.stop()
+            yield run
+
+    def runs_by_id(self, run_ids: list[str]) -> list[ObservedRun]:
+        return self._inner.runs_by_id(run_ids)
+
+    def running_runs(self) -> Iterator[ObservedRun]:
+        return self._inner.running_runs()
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        self._inner.set_tags(run_id, tags)
+
+
+def test_mlflow_stopping_mid_pass_loses_nothing(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    end = now() - 2 * HOUR
+    ids = [save_seed_estimate(engine) for _ in range(30)]
+    specs = [
+        RunSpec(start=end - timedelta(days=2), end=end + timedelta(seconds=i),
+                metrics={METRIC: 1e6}, tags={ESTIMATE_TAG: estimate_id})
+        for i, estimate_id in enumerate(ids)
+    ]  # fmt: skip
+    create_runs(mlflow_client, experiment_id, specs)
+    source = source_for(mlflow_server, experiment_id, page_size=10)
+    try:
+        with pytest.raises(UnavailableError):
+            run_pass(
+                SqlUnitOfWork(engine), StopsMidScan(source, mlflow_server),
+                locks.pass_lock(engine), SystemClock(), PassOptions(),
+            )  # fmt: skip
+    finally:
+        mlflow_server.start()
+
+    with engine.connect() as connection:
+        failed = connection.execute(select(ReconcilePassRow)).one()
+    assert failed.status == "failed" and failed.error
+    assert watermark(engine) is None
+    assert count(engine, ReconciliationRow) == 0 and count(engine, StagedRunRow) == 0
+
+    caught_up = reconcile(engine, source)
+
+    assert caught_up.runs_seen == 30 and len(caught_up.reconciled) == 30
+    assert count(engine, ReconciliationRow) == 30
+
+
+def test_two_concurrent_passes_reconcile_each_estimate_exactly_once(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    end = now() - 2 * HOUR
+    ids = [save_seed_estimate(engine) for _ in range(60)]
+    specs = [
+        RunSpec(start=end - timedelta(days=2), end=end + timedelta(seconds=i),
+                tags={ESTIMATE_TAG: estimate_id})
+        for i, estimate_id in enumerate(ids)
+    ]  # fmt: skip
+    create_runs(mlflow_client, experiment_id, specs)
+    outcomes: list[PassOutcome] = []
+    barrier = threading.Barrier(2)
+
+    def one_pass() -> None:
+        barrier.wait()
+        outcomes.append(reconcile(engine, source_for(mlflow_server, experiment_id, page_size=10)))
+
+    threads = [threading.Thread(target=one_pass) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert len(outcomes) == 2
+    assert sum(len(outcome.reconciled) for outcome in outcomes) == 60
+    assert count(engine, ReconciliationRow) == 60
+    assert {o.status for o in outcomes} <= {"succeeded", "locked"}
+    histories = queries.history(SqlUnitOfWork(engine))
+    assert sorted(item.estimate_id for item in histories) == sorted(ids)
+    assert build_catalog()  # the catalog is untouched by passes
