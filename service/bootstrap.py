@@ -11,12 +11,12 @@ from functools import cached_property
 
 from sqlalchemy import Engine
 
-from service import reconcile
+from service import dashboard, reconcile
 from service.config import Settings
 from service.db import locks, migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import InputError
+from service.domain import InputError, ReckonError
 from service.hardware import Catalog, build_catalog
 from service.mlflow_source import MlflowRunSource
 from service.ports import PassLock
@@ -102,6 +102,25 @@ class Container:
             self.pass_options(trigger=trigger, since=since, full=full),
             on_progress=on_progress,
         )
+
+    def health(self) -> dict[str, str]:
+        """'ok' or the one-line reason, for the database and for MLflow."""
+        checks: dict[str, str] = {}
+        try:
+            with self.uow() as uow:
+                uow.passes.recent(1)
+            checks["database"] = "ok"
+        except ReckonError as error:
+            checks["database"] = str(error)
+        try:
+            self.run_source().ping()
+            checks["mlflow"] = "ok"
+        except ReckonError as error:
+            checks["mlflow"] = str(error)
+        return checks
+
+    def dashboard_html(self) -> str:
+        return dashboard.page()
 
     def close(self) -> None:
         """Release pooled connections (only if the engine was ever built)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -13,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from service import bootstrap, estimates, queries
+from service import bootstrap, estimates, queries, running
 from service.bootstrap import Container
 from service.comparison import human_line
 from service.config import load_settings
@@ -36,6 +38,7 @@ from service.views import (
     outcome_view,
     plan_view,
     reconciliation_view,
+    running_view,
     saved_view,
     sensitivity_view,
 )
@@ -404,6 +407,21 @@ def _progress(runs_seen: int) -> None:
     click.echo(f"\rscanned {runs_seen:,} runs", err=True, nl=False)
 
 
+@cli.command(name="running")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def running_command(as_json: bool) -> None:
+    """Linked runs still RUNNING, with a projected finish against the plan."""
+    container = _container()
+    items = running.running(container.uow(), container.run_source(), container.clock.now())
+    if as_json:
+        _emit_json({"running": [running_view(item) for item in items]})
+        return
+    if not items:
+        click.echo("no linked runs are running")
+    for item in items:
+        click.echo(f"{item.run_id} (estimate {item.estimate_id}): {running_view(item)['line']}")
+
+
 @cli.command()
 @click.option("--since", default=None, help="Only runs that ended after this date.")
 @click.option("--gpu", default=None, help="Only this GPU model.")
@@ -434,6 +452,56 @@ def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool
             f"{human_line(row.predicted_seconds, row.observed_seconds)}"
             f" (observed/predicted {row.ratio:.3f}){factors}"
         )
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--no-scheduler", is_flag=True, help="API only (for extra replicas).")
+def serve(host: str, port: int, no_scheduler: bool) -> None:
+    """Run the HTTP API and dashboard, and the nightly scheduler unless --no-scheduler."""
+    import uvicorn
+
+    from service.api import create_app
+    from service.scheduler import build_scheduler
+
+    container = _container()
+    container.engine  # noqa: B018 - refuse to start on an out-of-date schema, before binding
+    scheduler = None if no_scheduler else build_scheduler(container)
+    app = create_app(
+        container,
+        on_startup=None if scheduler is None else scheduler.start,
+        # SIGTERM: uvicorn ends the lifespan; wait=True lets a running pass finish.
+        on_shutdown=None if scheduler is None else lambda: scheduler.shutdown(wait=True),
+    )
+    _configure_logging()
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@cli.command(name="scheduler")
+def scheduler_command() -> None:
+    """Run only the nightly scheduler (no HTTP), in the foreground."""
+    from service.scheduler import build_scheduler
+
+    container = _container()
+    container.engine  # noqa: B018 - refuse to start on an out-of-date schema
+    scheduler = build_scheduler(container, blocking=True)
+    _configure_logging()
+
+    def stop(_signum: int, _frame: object) -> None:
+        scheduler.shutdown(wait=True)  # a running pass finishes (or rolls back) first
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    job = scheduler.get_jobs()[0]
+    click.echo(f"scheduler started: {job.trigger} ({container.settings.timezone})", err=True)
+    scheduler.start()
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 @cli.group()

@@ -301,3 +301,16 @@ class PassRecord:
     skipped: int
     factor_set_version: int | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class RunningProjection:
+    """A linked run still RUNNING, projected from its throughput so far."""
+
+    run_id: str
+    estimate_id: str
+    started_at: datetime
+    elapsed_seconds: float
+    predicted_seconds: float
+    projected_seconds: float | None  # None without a usable throughput or a computed estimate
+    slip_pct: float | None  # + = projected to take longer than predicted

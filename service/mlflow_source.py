@@ -207,6 +207,14 @@ class MlflowRunSource:
             lambda: self._client.log_batch(run_id, tags=run_tags, synchronous=True),
         )
 
+    def ping(self) -> None:
+        """Raise UnavailableError unless the server answers (for health checks)."""
+        self._call(
+            "reach the server",
+            lambda: self._client.search_experiments(max_results=1),
+            retries=0,  # a health check answers now; retrying belongs to the caller
+        )
+
     # --- helpers --------------------------------------------------------------------------
 
     def _observed(self, run: Any) -> ObservedRun:
@@ -288,8 +296,16 @@ class MlflowRunSource:
                 return ids
             token = page.token
 
-    def _call(self, what: str, call: Callable[[], T], *, not_found_ok: bool = False) -> T:
+    def _call(
+        self,
+        what: str,
+        call: Callable[[], T],
+        *,
+        not_found_ok: bool = False,
+        retries: int | None = None,
+    ) -> T:
         """Run one MLflow call, retrying transient failures with exponential backoff."""
+        budget = self._retries if retries is None else retries
         attempt = 0
         while True:
             try:
@@ -297,7 +313,7 @@ class MlflowRunSource:
             except (MlflowException, requests.RequestException, OSError) as error:
                 if not_found_ok and _is_not_found(error):
                     raise _NotFound from error
-                if attempt >= self._retries or not _is_transient(error):
+                if attempt >= budget or not _is_transient(error):
                     raise UnavailableError(self._message(what, error)) from error
                 delay = self._backoff_seconds * 2**attempt
                 log.warning(
@@ -305,7 +321,7 @@ class MlflowRunSource:
                     what,
                     self._reason(error),
                     attempt + 1,
-                    self._retries,
+                    budget,
                     delay,
                 )
                 time.sleep(delay)

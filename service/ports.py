@@ -38,6 +38,10 @@ class RunSource(Protocol):
         """Write tags back on a run (the reconciliation result)."""
         ...
 
+    def ping(self) -> None:
+        """Raise UnavailableError unless the source answers."""
+        ...
+
 
 class Clock(Protocol):
     def now(self) -> datetime:
@@ -94,9 +98,13 @@ class ReconciliationStore(Protocol):
 
     def count(self) -> int: ...
 
+    def recent_abs_errors(self, limit: int) -> list[float]: ...
+
 
 class SkipStore(Protocol):
     def record(self, skips: Sequence[Skip], *, pass_id: int, now: datetime) -> None: ...
+
+    def count(self) -> int: ...
 
     def for_pass(self, pass_id: int) -> list[Skip]: ...
 

@@ -3,6 +3,8 @@ transaction each."""
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass
 from datetime import datetime
 
 from service.domain import PassRecord, Reconciliation
@@ -23,3 +25,30 @@ def history(
 def passes(uow: UnitOfWork, limit: int = 20) -> list[PassRecord]:
     with uow:
         return uow.passes.recent(limit)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What /metrics exposes, read in one transaction."""
+
+    last_pass: PassRecord | None
+    last_success: PassRecord | None
+    reconciliations: int
+    skips: int
+    median_abs_error_pct: float | None  # over the most recent reconciliations
+
+
+RECENT_FOR_MEDIAN = 200
+
+
+def snapshot(uow: UnitOfWork) -> Snapshot:
+    with uow:
+        recent = uow.passes.recent(50)
+        errors = uow.reconciliations.recent_abs_errors(RECENT_FOR_MEDIAN)
+        return Snapshot(
+            last_pass=recent[0] if recent else None,
+            last_success=next((p for p in recent if p.status == "succeeded"), None),
+            reconciliations=uow.reconciliations.count(),
+            skips=uow.skips.count(),
+            median_abs_error_pct=statistics.median(errors) if errors else None,
+        )

@@ -3,7 +3,7 @@ both speak the same field names (DESIGN §4)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from service.comparison import human_line
@@ -13,6 +13,7 @@ from service.domain import (
     PassRecord,
     Plan,
     Reconciliation,
+    RunningProjection,
     SavedEstimate,
     SensitivityRow,
     Skip,
@@ -200,4 +201,29 @@ def outcome_view(outcome: PassOutcome) -> JSON:
         "factor_set": outcome.factor_set,
         "tags_written": outcome.tags_written,
         "message": outcome.summary,
+    }
+
+
+def running_view(item: RunningProjection) -> JSON:
+    projected = item.projected_seconds
+    return {
+        "run_id": item.run_id,
+        "estimate_id": item.estimate_id,
+        "started_at": item.started_at.isoformat(),
+        "elapsed_seconds": item.elapsed_seconds,
+        "predicted_seconds": item.predicted_seconds,
+        "projected_seconds": projected,
+        "projected_finish": None
+        if projected is None
+        else (item.started_at + timedelta(seconds=projected)).isoformat(),
+        "slip_pct": item.slip_pct,
+        "line": (
+            f"running {format_duration(item.elapsed_seconds)} of a predicted "
+            f"{format_duration(item.predicted_seconds)}"
+            + (
+                ""
+                if projected is None
+                else f"; projected {format_duration(projected)} ({item.slip_pct:+.1f}%)"
+            )
+        ),
     }

@@ -168,6 +168,14 @@ class ReconciliationRepository:
     def count(self) -> int:
         return self._session.scalar(select(func.count(ReconciliationRow.id))) or 0
 
+    def recent_abs_errors(self, limit: int) -> list[float]:
+        rows = self._session.scalars(
+            select(ReconciliationRow.abs_error_pct)
+            .order_by(ReconciliationRow.ended_at.desc())
+            .limit(limit)
+        )
+        return list(rows)
+
 
 def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
     return {
@@ -237,6 +245,9 @@ class SkipRepository:
         ]
         fields = ("detail", "estimate_id", "pass_id", "seen_at")
         upsert(self._session, SkippedRunRow, rows, ["run_id", "reason"], fields)
+
+    def count(self) -> int:
+        return self._session.scalar(select(func.count(SkippedRunRow.id))) or 0
 
     def for_pass(self, pass_id: int) -> list[Skip]:
         rows = self._session.scalars(

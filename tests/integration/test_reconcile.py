@@ -287,6 +287,9 @@ class StopsMidScan:
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self._inner.set_tags(run_id, tags)
 
+    def ping(self) -> None:
+        self._inner.ping()
+
 
 def test_mlflow_stopping_mid_pass_loses_nothing(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
