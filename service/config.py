@@ -16,7 +16,7 @@ DEFAULT_DATABASE_URL = "sqlite:///reckon.db"  # relative: a file in the working 
 class Settings(BaseSettings):
     """Every variable Reckon reads. Names are the contract in DESIGN §4."""
 
-    model_config = SettingsConfigDict(env_prefix="RECKON_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="RECKON_", extra="ignore", populate_by_name=True)
 
     database_url: str = DEFAULT_DATABASE_URL
     hardware_file: Path | None = None

@@ -1,5 +1,7 @@
 """Fixtures every layer shares: real databases on the migrated schema (SQLite always,
-PostgreSQL when RECKON_TEST_DATABASE_URL is set), each test starting from empty tables."""
+PostgreSQL when RECKON_TEST_DATABASE_URL is set), each test starting from empty tables;
+and one real `mlflow server` per test session (it takes seconds to start), with a fresh
+experiment per test so tests run in any order."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine, delete
 
 from service.db import migrate
 from service.db.engine import make_engine
 from service.db.tables import Base
 from tests.databases import DIALECTS, empty_database, postgres_base_url
+from tests.integration.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, unique_name
 
 
 def _dialect_params() -> list[object]:
@@ -63,3 +67,31 @@ def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     monkeypatch.delenv("RECKON_HARDWARE_FILE", raising=False)
     monkeypatch.chdir(tmp_path)
     return database_url
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """A running MLflow server (`.uri`). A test may `.stop()` it to simulate an outage; it
+    must `.start()` it again (same port, same runs) before it ends."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in CLIENT_ENVIRONMENT.items():
+            env.setenv(name, value)
+        server = MlflowServer(tmp_path_factory.mktemp("mlflow"))
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def mlflow_client(mlflow_server: MlflowServer) -> MlflowClient:
+    if not mlflow_server.running:  # a previous test stopped it and failed before restarting
+        mlflow_server.start()
+    return MlflowClient(tracking_uri=mlflow_server.uri)
+
+
+@pytest.fixture
+def experiment_id(mlflow_client: MlflowClient) -> str:
+    """A new, empty experiment for this test alone."""
+    return str(mlflow_client.create_experiment(unique_name()))

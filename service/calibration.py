@@ -1,0 +1,585 @@
+"""The refit (DESIGN §3 steps 6-7): reconciled runs in, per-segment utilization u, overhead f
+and their spread out, plus the time-ordered backtest that decides whether a new factor set
+may become active. Pure: numbers in, numbers out; no I/O, no clock, no framework imports.
+
+The model. Each reconciled, computed estimate gives one `Observation`: the effective
+utilization e = u·(1−f) = hardware FLOPs / (gpus · peak · observed wall seconds), always, and,
+when the run logged throughput, u itself (from compute seconds) and f = 1 − compute/wall.
+Wall time predicted for an estimate is hardware FLOPs / (gpus · peak · U · (1−F)) =
+FLOPs / (gpus · peak · E). Everything is fitted in log space (log e, log u, log(1−f)).
+
+Pooling. Levels from most specific to broadest: `gpu/precision/recompute` (level "segment",
+kept only with at least `min_recompute_n` observations; observations with an unknown
+recompute mode skip this level), `gpu/precision` ("segment"), `gpu` ("gpu"), `*` ("all")
+and the published prior ("prior"). Each level's estimate is shrunk toward its parent's
+pooled estimate: pooled = (n_eff·local + k·parent) / (n_eff + k), where n_eff is the sum of
+the level's recency weights and k = `prior_strength` pseudo-observations; `*` shrinks toward
+the prior. log E is fitted from every observation and log U from those with throughput; a
+group without throughput has n_eff = 0 for U, so its U is its parent's (it is marked
+`combined_only`: only the combined factor E was fitted from its own runs).
+
+Overhead. F follows from (1−F) = E/U, clamped to 0 ≤ F ≤ 0.95 (0.95 = at most 20× more wall
+than compute time, beyond which the run is better treated as broken than as data). E is what
+every observation measures and what predicts wall time, so when the clamp binds E is kept
+and U absorbs the difference (U = E/(1−F)): `effective` always equals the fitted E.
+
+Robustness and recency. The local estimate is a weighted Huber M-estimate of location
+(IRLS from the weighted median; cutoff `huber_c` × robust scale; scale = 1.4826 × weighted
+MAD), so one run 10× slower than twenty others moves E by well under 5%. Weights are
+0.5 ** (age_days / half_life_days) with age measured back from `as_of` (default: the newest
+`ended_at`); a run ending after `as_of` counts with weight 1.
+
+Spread. Per group and per quantity the robust scale s (the MAD-based scale above, about the
+local estimate's starting median) is shrunk toward a deliberately wide σ0 = `prior_sigma`:
+σ² = (n_eff·s² + k·σ0²)/(n_eff + k); the predictive σ adds parameter uncertainty,
+σ_pred² = σ²·(1 + 1/(n_eff + k)). So a new segment starts wide and narrows with evidence.
+`log_sigma` is σ_pred of log e; wall P10/P90 = P50·exp(∓1.2816·σ_pred). The u and f ranges
+use the σ_pred of log u and of log(1−f) the same way (f's range clamped like F).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import numpy as np
+
+from service.domain import Interval, NotFoundError, require_positive
+from service.robust import BoolArray, FloatArray, GroupStats, IntArray, group_stats
+from service.units import SECONDS_PER_DAY
+
+Level = Literal["segment", "gpu", "all", "prior"]
+ALL_KEY = "*"
+PRIOR_KEY = "prior"
+Z90 = 1.2815515655446004  # standard normal 90th percentile: P10/P90 = P50·exp(∓Z90·σ)
+MAX_OVERHEAD = 0.95
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One reconciled, computed estimate, reduced to what the refit needs."""
+
+    gpu: str
+    precision: str
+    recompute: str | None
+    ended_at: datetime  # aware UTC
+    started_at: datetime
+    effective_utilization: float  # u·(1−f); always present
+    utilization: float | None  # only when the run logged throughput
+    overhead: float | None  # only with throughput
+
+    def __post_init__(self) -> None:
+        if self.ended_at.tzinfo is None or self.started_at.tzinfo is None:
+            raise ValueError("observation times must be timezone-aware")
+        if (self.utilization is None) != (self.overhead is None):
+            raise ValueError("utilization and overhead come together (both need throughput)")
+        _check_columns(
+            np.array([self.effective_utilization]),
+            np.array([math.nan if self.utilization is None else self.utilization]),
+            np.array([math.nan if self.overhead is None else self.overhead]),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ObservationArrays:
+    """Observations as columns, for big histories: integer codes into the name tuples, times
+    in seconds since the Unix epoch (UTC), NaN utilization/overhead where no throughput."""
+
+    gpu_names: tuple[str, ...]
+    precision_names: tuple[str, ...]
+    recompute_names: tuple[str | None, ...]
+    gpu: IntArray
+    precision: IntArray
+    recompute: IntArray
+    started_at: FloatArray
+    ended_at: FloatArray
+    effective_utilization: FloatArray
+    utilization: FloatArray
+    overhead: FloatArray
+
+    def __post_init__(self) -> None:
+        columns = (
+            *(self.gpu, self.precision, self.recompute),
+            *(self.started_at, self.ended_at),
+            *(self.effective_utilization, self.utilization, self.overhead),
+        )
+        if any(column.ndim != 1 or column.size != len(self) for column in columns):
+            raise ValueError("observation columns must be 1-D and of equal length")
+        named = (
+            (self.gpu, self.gpu_names),
+            (self.precision, self.precision_names),
+            (self.recompute, self.recompute_names),
+        )
+        for codes, names in named:
+            if len(set(names)) != len(names):
+                raise ValueError(f"duplicate names in {names!r}")
+            if codes.size and (codes.min() < 0 or codes.max() >= len(names)):
+                raise ValueError("a code points outside its name list")
+        if np.any(self.ended_at < self.started_at):
+            raise ValueError("an observation ends before it starts")
+        _check_columns(self.effective_utilization, self.utilization, self.overhead)
+
+    def __len__(self) -> int:
+        return int(self.gpu.size)
+
+    @classmethod
+    def from_observations(cls, observations: Sequence[Observation]) -> ObservationArrays:
+        gpus: dict[str, int] = {}
+        precisions: dict[str, int] = {}
+        recomputes: dict[str | None, int] = {}
+
+        def codes(values: dict[str, int] | dict[str | None, int], attr: str) -> IntArray:
+            found = [values.setdefault(getattr(o, attr), len(values)) for o in observations]
+            return np.array(found, dtype=np.intp)
+
+        def floats(values: list[float | None]) -> FloatArray:
+            return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+
+        return cls(
+            gpu=codes(gpus, "gpu"),
+            precision=codes(precisions, "precision"),
+            recompute=codes(recomputes, "recompute"),
+            gpu_names=tuple(gpus),
+            precision_names=tuple(precisions),
+            recompute_names=tuple(recomputes),
+            started_at=floats([o.started_at.timestamp() for o in observations]),
+            ended_at=floats([o.ended_at.timestamp() for o in observations]),
+            effective_utilization=floats([o.effective_utilization for o in observations]),
+            utilization=floats([o.utilization for o in observations]),
+            overhead=floats([o.overhead for o in observations]),
+        )
+
+    def take(self, rows: IntArray) -> ObservationArrays:
+        """The observations at `rows`, same name lists."""
+        return ObservationArrays(
+            gpu_names=self.gpu_names,
+            precision_names=self.precision_names,
+            recompute_names=self.recompute_names,
+            gpu=self.gpu[rows],
+            precision=self.precision[rows],
+            recompute=self.recompute[rows],
+            started_at=self.started_at[rows],
+            ended_at=self.ended_at[rows],
+            effective_utilization=self.effective_utilization[rows],
+            utilization=self.utilization[rows],
+            overhead=self.overhead[rows],
+        )
+
+    def combination(self) -> IntArray:
+        """One code per (gpu, precision, recompute) triple; see `_decode`."""
+        seg = self.gpu * len(self.precision_names) + self.precision
+        return seg * len(self.recompute_names) + self.recompute
+
+
+def _check_columns(effective: FloatArray, utilization: FloatArray, overhead: FloatArray) -> None:
+    if not np.all(np.isfinite(effective) & (effective > 0)):
+        raise ValueError("effective utilization must be positive and finite")
+    has_u = ~np.isnan(utilization)
+    if np.any(has_u != ~np.isnan(overhead)):
+        raise ValueError("utilization and overhead come together (both need throughput)")
+    u, f = utilization[has_u], overhead[has_u]
+    if not np.all(np.isfinite(u) & (u > 0) & np.isfinite(f) & (f < 1)):
+        raise ValueError("utilization must be positive and overhead below 1, both finite")
+
+
+@dataclass(frozen=True)
+class FitParameters:
+    half_life_days: float = 90.0
+    prior_strength: float = 3.0  # k, in pseudo-observations
+    prior_sigma: float = 0.35  # σ0, log space: a new segment starts deliberately wide
+    min_recompute_n: int = 5
+    huber_c: float = 1.345  # in robust scale units (95% efficiency under normal noise)
+
+    def __post_init__(self) -> None:
+        require_positive(self.half_life_days, "half_life_days")
+        require_positive(self.prior_strength, "prior_strength")
+        require_positive(self.prior_sigma, "prior_sigma")
+        require_positive(self.huber_c, "huber_c")
+        require_positive(self.min_recompute_n, "min_recompute_n")
+
+
+@dataclass(frozen=True)
+class SegmentFactors:
+    """The fitted factors of one segment key at one pooling level. `log_sigma` is the
+    predictive σ of log wall time (log e); `n` counts observations, `n_throughput` those
+    with throughput; `combined_only` means u came from the parent level."""
+
+    segment: str
+    level: Level
+    utilization: float
+    utilization_p10: float
+    utilization_p90: float
+    overhead: float
+    overhead_p10: float
+    overhead_p90: float
+    log_sigma: float
+    n: int
+    n_throughput: int
+    combined_only: bool
+
+    @property
+    def effective(self) -> float:
+        return self.utilization * (1.0 - self.overhead)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Published-run factors the pooling starts from (see service.priors)."""
+
+    utilization: float
+    overhead: float
+    log_sigma: float
+    sources: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        require_positive(self.utilization, "prior utilization")
+        require_positive(self.log_sigma, "prior log_sigma")
+        if not 0 <= self.overhead <= MAX_OVERHEAD:
+            raise ValueError(f"prior overhead must be in [0, {MAX_OVERHEAD}]")
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Median absolute percentage error of predicted vs observed wall time, the share of
+    targets inside P10-P90, and the number of targets (None scores when n is 0)."""
+
+    n: int
+    median_ape: float | None
+    coverage: float | None
+
+
+# --- fitting --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _Grouping:
+    """One pooling level: which rows take part, their group, each group's parent group."""
+
+    level: Level
+    keys: tuple[str, ...]
+    rows: IntArray
+    groups: IntArray
+    parent: IntArray
+
+
+@dataclass(frozen=True, eq=False)
+class _Pooled:
+    """Pooled log-space estimates and predictive σ per group of one level."""
+
+    log_e: FloatArray
+    log_u: FloatArray
+    sigma_e: FloatArray
+    sigma_u: FloatArray
+    sigma_keep: FloatArray  # of log(1−f)
+    n: IntArray
+    n_u: IntArray
+
+    def at(self, index: IntArray) -> _Pooled:
+        """The parent's values lined up with the child groups."""
+        return _Pooled(
+            log_e=self.log_e[index],
+            log_u=self.log_u[index],
+            sigma_e=self.sigma_e[index],
+            sigma_u=self.sigma_u[index],
+            sigma_keep=self.sigma_keep[index],
+            n=self.n[index],
+            n_u=self.n_u[index],
+        )
+
+
+def fit(
+    observations: Sequence[Observation] | ObservationArrays,
+    prior: Prior,
+    params: FitParameters = FitParameters(),
+    as_of: datetime | None = None,
+) -> dict[str, SegmentFactors]:
+    """Every level that has data, keyed "gpu/precision/recompute", "gpu/precision", "gpu",
+    "*", plus the prior itself under "prior"."""
+    data = _as_arrays(observations)
+    result = {PRIOR_KEY: prior_factors(prior)}
+    if len(data) == 0:
+        return result
+    newest = float(data.ended_at.max())
+    reference = newest if as_of is None else as_of.timestamp()
+    age_days = np.maximum(reference - data.ended_at, 0.0) / SECONDS_PER_DAY
+    weights = 0.5 ** (age_days / params.half_life_days)
+    logs = (
+        np.log(data.effective_utilization),
+        np.log(data.utilization),  # NaN without throughput
+        np.log1p(-data.overhead),
+    )
+    parent = _prior_pooled(prior)
+    for grouping in _groupings(data, params.min_recompute_n):
+        pooled = _pool(grouping, logs, weights, params, parent.at(grouping.parent))
+        for index, key in enumerate(grouping.keys):
+            result[key] = _segment_factors(key, grouping.level, pooled, index)
+        parent = pooled
+    return result
+
+
+def _as_arrays(observations: Sequence[Observation] | ObservationArrays) -> ObservationArrays:
+    if isinstance(observations, ObservationArrays):
+        return observations
+    return ObservationArrays.from_observations(observations)
+
+
+def _groupings(data: ObservationArrays, min_recompute_n: int) -> list[_Grouping]:
+    """The levels from broadest to most specific, so each one's parent is fitted first."""
+    everyone = np.arange(len(data), dtype=np.intp)
+    one = np.zeros(1, dtype=np.intp)
+    gpu_codes, gpu_groups = np.unique(data.gpu, return_inverse=True)
+    gpu_keys = tuple(data.gpu_names[c] for c in gpu_codes)
+    n_precisions = len(data.precision_names)
+    seg_codes, seg_groups = np.unique(data.gpu * n_precisions + data.precision, return_inverse=True)
+    seg_keys = tuple(
+        f"{data.gpu_names[c // n_precisions]}/{data.precision_names[c % n_precisions]}"
+        for c in seg_codes
+    )
+    return [
+        _Grouping("all", (ALL_KEY,), everyone, np.zeros(len(data), dtype=np.intp), one),
+        _Grouping("gpu", gpu_keys, everyone, gpu_groups, np.zeros(len(gpu_keys), np.intp)),
+        _Grouping("segment", seg_keys, everyone, seg_groups, _parents(seg_groups, gpu_groups)),
+        _recompute_grouping(data, seg_groups, min_recompute_n),
+    ]
+
+
+def _recompute_grouping(
+    data: ObservationArrays, seg_groups: IntArray, min_recompute_n: int
+) -> _Grouping:
+    """gpu/precision/recompute groups with at least `min_recompute_n` observations."""
+    known_modes = np.array([name is not None for name in data.recompute_names], dtype=bool)
+    known = np.flatnonzero(known_modes[data.recompute])
+    combos, groups, counts = np.unique(
+        data.combination()[known], return_inverse=True, return_counts=True
+    )
+    kept = counts >= min_recompute_n
+    rows = known[kept[groups]]
+    renumber = np.cumsum(kept) - 1
+    keys = tuple(_decode(data, int(c)) for c in combos[kept])
+    kept_groups = renumber[groups[kept[groups]]].astype(np.intp)
+    return _Grouping("segment", keys, rows, kept_groups, _parents(kept_groups, seg_groups[rows]))
+
+
+def _decode(data: ObservationArrays, combination: int) -> str:
+    seg, recompute = divmod(combination, len(data.recompute_names))
+    gpu, precision = divmod(seg, len(data.precision_names))
+    parts = (data.gpu_names[gpu], data.precision_names[precision], data.recompute_names[recompute])
+    return "/".join(part for part in parts if part is not None)
+
+
+def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:
+    """Each child group's parent group (every row of a child shares one parent)."""
+    parent = np.zeros(int(child_groups.max(initial=-1)) + 1, dtype=np.intp)
+    parent[child_groups] = parent_groups
+    return parent
+
+
+def _pool(
+    grouping: _Grouping,
+    logs: tuple[FloatArray, FloatArray, FloatArray],
+    weights: FloatArray,
+    params: FitParameters,
+    parent: _Pooled,
+) -> _Pooled:
+    n_groups = len(grouping.keys)
+    rows, groups = grouping.rows, grouping.groups
+    log_e, log_u, log_keep = (column[rows] for column in logs)
+    row_weights = weights[rows]
+    e = group_stats(log_e, row_weights, groups, n_groups, params.huber_c)
+    has_u = ~np.isnan(log_u)
+    u_args = (row_weights[has_u], groups[has_u], n_groups, params.huber_c)
+    u = group_stats(log_u[has_u], *u_args)
+    keep = group_stats(log_keep[has_u], *u_args)
+    return _Pooled(
+        log_e=_shrink(e, parent.log_e, params.prior_strength),
+        log_u=_shrink(u, parent.log_u, params.prior_strength),
+        sigma_e=_predictive_sigma(e, params),
+        sigma_u=_predictive_sigma(u, params),
+        sigma_keep=_predictive_sigma(keep, params),
+        n=e.count,
+        n_u=u.count,
+    )
+
+
+def _shrink(stats: GroupStats, parent: FloatArray, k: float) -> FloatArray:
+    result: FloatArray = (stats.weight * stats.location + k * parent) / (stats.weight + k)
+    return result
+
+
+def _predictive_sigma(stats: GroupStats, params: FitParameters) -> FloatArray:
+    k, n_eff = params.prior_strength, stats.weight
+    variance = (n_eff * stats.scale**2 + k * params.prior_sigma**2) / (n_eff + k)
+    result: FloatArray = np.sqrt(variance * (1.0 + 1.0 / (n_eff + k)))
+    return result
+
+
+def _prior_pooled(prior: Prior) -> _Pooled:
+    def one(value: float) -> FloatArray:
+        return np.array([value])
+
+    sigma = one(prior.log_sigma)
+    log_u = math.log(prior.utilization)
+    return _Pooled(
+        log_e=one(log_u + math.log1p(-prior.overhead)),
+        log_u=one(log_u),
+        sigma_e=sigma,
+        sigma_u=sigma,
+        sigma_keep=sigma,
+        n=np.zeros(1, dtype=np.intp),
+        n_u=np.zeros(1, dtype=np.intp),
+    )
+
+
+def prior_factors(prior: Prior) -> SegmentFactors:
+    """The prior as a factor set entry (level "prior", n = 0), the last fallback."""
+    return _segment_factors(PRIOR_KEY, "prior", _prior_pooled(prior), 0)
+
+
+def _segment_factors(key: str, level: Level, pooled: _Pooled, i: int) -> SegmentFactors:
+    log_e, log_u = float(pooled.log_e[i]), float(pooled.log_u[i])
+    overhead = _clamp_overhead(1.0 - math.exp(log_e - log_u))
+    utilization = math.exp(log_e) / (1.0 - overhead)  # keeps U·(1−F) = E when clamped
+    u_spread = Z90 * float(pooled.sigma_u[i])
+    keep_spread = Z90 * float(pooled.sigma_keep[i])
+    n_u = int(pooled.n_u[i])
+    return SegmentFactors(
+        segment=key,
+        level=level,
+        utilization=utilization,
+        utilization_p10=utilization * math.exp(-u_spread),
+        utilization_p90=utilization * math.exp(u_spread),
+        overhead=overhead,
+        overhead_p10=_clamp_overhead(1.0 - (1.0 - overhead) * math.exp(keep_spread)),
+        overhead_p90=_clamp_overhead(1.0 - (1.0 - overhead) * math.exp(-keep_spread)),
+        log_sigma=float(pooled.sigma_e[i]),
+        n=int(pooled.n[i]),
+        n_throughput=n_u,
+        combined_only=level != "prior" and n_u == 0,
+    )
+
+
+def _clamp_overhead(value: float) -> float:
+    return min(max(value, 0.0), MAX_OVERHEAD)
+
+
+# --- using a factor set ---------------------------------------------------------------------
+
+
+def lookup(
+    factors: Mapping[str, SegmentFactors], gpu: str, precision: str, recompute: str | None
+) -> SegmentFactors:
+    """The most specific entry available: gpu/precision/recompute, gpu/precision, gpu, "*",
+    then the prior."""
+    keys = [f"{gpu}/{precision}", gpu, ALL_KEY, PRIOR_KEY]
+    if recompute is not None:
+        keys.insert(0, f"{gpu}/{precision}/{recompute}")
+    for key in keys:
+        if key in factors:
+            return factors[key]
+    raise NotFoundError(f"no factors for {gpu}/{precision} and no prior in the factor set")
+
+
+def predict_wall_seconds(
+    flops: float, gpus: int, peak_flops: float, factors: SegmentFactors
+) -> float:
+    """Median wall seconds: hardware FLOPs / (gpus · peak · u · (1−f))."""
+    require_positive(flops, "flops")
+    require_positive(gpus, "gpus")
+    require_positive(peak_flops, "peak_flops")
+    return flops / (gpus * peak_flops * factors.effective)
+
+
+def interval(wall_p50_seconds: float, factors: SegmentFactors) -> Interval:
+    """P10/P50/P90 wall seconds: lognormal around the median with the segment's σ."""
+    spread = math.exp(Z90 * factors.log_sigma)
+    return Interval(wall_p50_seconds / spread, wall_p50_seconds, wall_p50_seconds * spread)
+
+
+# --- backtest -------------------------------------------------------------------------------
+
+
+def backtest(
+    observations: Sequence[Observation] | ObservationArrays,
+    targets_after: datetime | None,
+    prior: Prior,
+    params: FitParameters = FitParameters(),
+    *,
+    max_targets: int = 2000,
+    buckets: int = 20,
+) -> BacktestResult:
+    """Time-ordered backtest: every target (an observation ended after `targets_after`, the
+    `max_targets` most recent) is predicted by a fit on observations that ended before it
+    started. Targets are cut into at most `buckets` runs of start time, each predicted by
+    one fit on what ended before the bucket's earliest start (never later data)."""
+    require_positive(buckets, "buckets")
+    data = _as_arrays(observations)
+    chosen = _targets(data, targets_after, max_targets)
+    errors: list[FloatArray] = []
+    inside: list[BoolArray] = []
+    for bucket in np.array_split(chosen, min(buckets, max(chosen.size, 1))):
+        if bucket.size == 0:
+            continue
+        cutoff = float(data.started_at[bucket].min())
+        history = data.take(np.flatnonzero(data.ended_at < cutoff))
+        bucket_errors, bucket_inside = _errors(fit(history, prior, params), data.take(bucket))
+        errors.append(bucket_errors)
+        inside.append(bucket_inside)
+    return _score(errors, inside)
+
+
+def score_fixed(
+    factors: Mapping[str, SegmentFactors],
+    targets: Sequence[Observation] | ObservationArrays,
+) -> BacktestResult:
+    """The backtest's score for an already-fitted factor set (e.g. the active one, on
+    targets it never saw)."""
+    errors, inside = _errors(factors, _as_arrays(targets))
+    return _score([errors], [inside])
+
+
+def _targets(data: ObservationArrays, after: datetime | None, max_targets: int) -> IntArray:
+    """Indices of the targets, most recent `max_targets` by end time, in start order."""
+    candidates = np.arange(len(data), dtype=np.intp)
+    if after is not None:
+        candidates = candidates[data.ended_at > after.timestamp()]
+    by_end = candidates[np.argsort(data.ended_at[candidates], kind="stable")]
+    recent = by_end[max(by_end.size - max_targets, 0) :]
+    return recent[np.argsort(data.started_at[recent], kind="stable")]
+
+
+def _errors(
+    factors: Mapping[str, SegmentFactors], targets: ObservationArrays
+) -> tuple[FloatArray, BoolArray]:
+    """Per target: |predicted/observed wall − 1|·100 and whether observed is in P10-P90.
+    Wall time is ∝ 1/e, so predicted/observed wall = observed e / predicted E."""
+    combos, which = np.unique(targets.combination(), return_inverse=True)
+    log_e = np.empty(combos.size)
+    sigma = np.empty(combos.size)
+    n_seg, n_rc = len(targets.precision_names), len(targets.recompute_names)
+    for i, combination in enumerate(combos.tolist()):
+        seg, recompute = divmod(combination, n_rc)
+        gpu, precision = divmod(seg, n_seg)
+        chosen = lookup(
+            factors,
+            targets.gpu_names[gpu],
+            targets.precision_names[precision],
+            targets.recompute_names[recompute],
+        )
+        log_e[i], sigma[i] = math.log(chosen.effective), chosen.log_sigma
+    log_ratio = np.log(targets.effective_utilization) - log_e[which]
+    errors: FloatArray = 100.0 * np.abs(np.expm1(log_ratio))
+    return errors, np.abs(log_ratio) <= Z90 * sigma[which]
+
+
+def _score(errors: list[FloatArray], inside: list[BoolArray]) -> BacktestResult:
+    all_errors = np.concatenate(errors) if errors else np.empty(0)
+    if all_errors.size == 0:
+        return BacktestResult(n=0, median_ape=None, coverage=None)
+    return BacktestResult(
+        n=int(all_errors.size),
+        median_ape=float(np.median(all_errors)),
+        coverage=float(np.mean(np.concatenate(inside))),
+    )

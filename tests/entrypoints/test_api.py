@@ -1,0 +1,195 @@
+"""The HTTP API through FastAPI's test client, over real databases and a real MLflow
+server: every route, auth on and off, and bad input answered with a 4xx and a reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from mlflow.tracking import MlflowClient
+
+from service.api import create_app
+from service.bootstrap import build
+from service.config import Settings
+from service.domain import ESTIMATE_TAG
+from tests.integration.mlflow_server import MlflowServer, make_training_run
+
+pytestmark = pytest.mark.mlflow
+
+SEED = {
+    "params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": 8,
+    "precision": "bf16", "recompute": "full", "utilization": 0.4,
+}  # fmt: skip
+TOKEN = "s3cret-token"
+
+
+def make_client(
+    database_url: str, mlflow_uri: str, experiment: str, token: str | None
+) -> TestClient:
+    settings = Settings(
+        database_url=database_url,
+        mlflow_tracking_uri=mlflow_uri,
+        experiments=experiment,
+        api_token=token,
+    )
+    return TestClient(create_app(build(settings)))
+
+
+@pytest.fixture
+def api(database_url: str, mlflow_server: MlflowServer, experiment_id: str) -> Iterator[TestClient]:
+    with make_client(database_url, mlflow_server.uri, experiment_id, None) as client:
+        yield client
+
+
+@pytest.fixture
+def guarded_api(
+    database_url: str, mlflow_server: MlflowServer, experiment_id: str
+) -> Iterator[TestClient]:
+    with make_client(database_url, mlflow_server.uri, experiment_id, TOKEN) as client:
+        yield client
+
+
+def test_get_estimate_computes_the_corrected_seed_example(api: TestClient) -> None:
+    response = api.get("/v1/estimate", params=SEED)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["flops"] == pytest.approx(5.6e22)
+    assert body["wall_seconds"] == pytest.approx(5.609e7, rel=1e-3)
+    assert body["peak_flops"] == 312e12 and "649 days" in body["wall_human"]
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"gpu": "nosuchgpu"}, "unknown GPU"),
+        ({"precision": "fp8"}, "no fp8"),
+        ({"utilization": 1.5}, "utilization"),
+        ({"params": "abc"}, "params"),
+        ({"gpus": 0}, "gpus"),
+        ({"recompute": "sometimes"}, "recompute"),
+    ],
+)
+def test_bad_estimate_input_is_a_422_with_a_reason(
+    api: TestClient, change: dict[str, object], fragment: str
+) -> None:
+    response = api.get("/v1/estimate", params={**SEED, **change})
+    assert response.status_code == 422
+    assert fragment in str(response.json()["detail"])
+
+
+def test_missing_required_query_parameter_is_a_422(api: TestClient) -> None:
+    assert api.get("/v1/estimate", params={"params": "7e9"}).status_code == 422
+
+
+def test_saved_estimate_round_trips(api: TestClient) -> None:
+    created = api.post("/v1/estimates", json={**SEED, "label": "plan A"})
+    assert created.status_code == 201
+    saved = created.json()
+    shown = api.get(f"/v1/estimates/{saved['id']}")
+    assert shown.status_code == 200
+    assert {k: v for k, v in shown.json().items() if k != "run_ids"} == {
+        k: v for k, v in saved.items() if k != "run_ids"
+    }
+    listed = api.get("/v1/estimates").json()["estimates"]
+    assert [item["id"] for item in listed] == [saved["id"]]
+
+
+def test_unknown_estimate_is_a_404(api: TestClient) -> None:
+    response = api.get("/v1/estimates/nope")
+    assert response.status_code == 404 and "nope" in response.json()["detail"]
+
+
+def test_reconcile_history_jobs_and_metrics(
+    api: TestClient, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    estimate_id = api.post("/v1/estimates", json=SEED).json()["id"]
+    end = datetime.now(UTC) - timedelta(hours=1)
+    make_training_run(
+        mlflow_client, experiment_id, start=end - timedelta(days=600), end=end,
+        metrics={"tokens_per_second": 2.0e4}, tags={ESTIMATE_TAG: estimate_id},
+    )  # fmt: skip
+
+    reconciled = api.post("/v1/reconcile")
+    history = api.get("/v1/history").json()["history"]
+    jobs = api.get("/v1/jobs").json()
+    metrics = api.get("/metrics")
+
+    assert reconciled.status_code == 200 and reconciled.json()["reconciled"] == 1
+    assert [row["estimate_id"] for row in history] == [estimate_id]
+    assert history[0]["line"].startswith("predicted 649 days")
+    assert jobs["passes"][0]["status"] == "succeeded" and jobs["schedule"] == "0 2 * * *"
+    assert metrics.status_code == 200
+    assert "reckon_reconciliations 1.0" in metrics.text
+    assert "reckon_last_pass_success 1.0" in metrics.text
+
+
+def test_history_filters_and_bad_dates(api: TestClient) -> None:
+    assert api.get("/v1/history", params={"gpu": "h100"}).json() == {"history": []}
+    bad = api.get("/v1/history", params={"since": "yesterday"})
+    assert bad.status_code == 422 and "date" in bad.json()["detail"]
+    assert api.get("/v1/history", params={"gpu": "nosuch"}).status_code == 422
+    assert (
+        api.post("/v1/reconcile", params={"since": "2026-01-01", "full": True}).status_code == 422
+    )
+
+
+def test_running_runs_are_projected(
+    api: TestClient, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    saved = api.post("/v1/estimates", json={**SEED, "gpus": 1488}).json()
+    start = datetime.now(UTC) - timedelta(days=1)
+    throughput = 1e12 / (saved["compute_seconds"] * 1.10)  # 10% slower than planned
+    run_id = make_training_run(
+        mlflow_client, experiment_id, start=start, end=None, status="RUNNING",
+        metrics={"tokens_per_second": throughput}, tags={ESTIMATE_TAG: saved["id"]},
+    )  # fmt: skip
+
+    (item,) = api.get("/v1/running").json()["running"]
+
+    assert item["run_id"] == run_id and item["estimate_id"] == saved["id"]
+    assert item["slip_pct"] == pytest.approx(10.0, rel=1e-6)
+    assert item["elapsed_seconds"] == pytest.approx(86400, abs=120)
+
+
+def test_healthz_reports_database_and_mlflow(api: TestClient) -> None:
+    response = api.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "mlflow": "ok"}
+
+
+def test_healthz_is_503_when_the_database_is_down(mlflow_server: MlflowServer) -> None:
+    with make_client(
+        "postgresql+psycopg://reckon:pw@127.0.0.1:9/x", mlflow_server.uri, "", None
+    ) as client:
+        response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["mlflow"] == "ok" and "pw" not in response.text
+
+
+def test_dashboard_and_openapi_are_served(api: TestClient) -> None:
+    page = api.get("/")
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    paths = api.get("/openapi.json").json()["paths"]
+    for route in ("/v1/estimate", "/v1/estimates", "/v1/history", "/v1/reconcile", "/healthz"):
+        assert route in paths
+
+
+def test_state_changing_routes_need_the_token_when_one_is_set(guarded_api: TestClient) -> None:
+    assert guarded_api.post("/v1/estimates", json=SEED).status_code == 401
+    assert guarded_api.post("/v1/reconcile").status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert guarded_api.post("/v1/estimates", json=SEED, headers=wrong).status_code == 401
+    right = {"Authorization": f"Bearer {TOKEN}"}
+    assert guarded_api.post("/v1/estimates", json=SEED, headers=right).status_code == 201
+    assert guarded_api.post("/v1/reconcile", headers=right).status_code == 200
+    # Reads stay open: dashboards and planners need no token.
+    assert guarded_api.get("/v1/estimate", params=SEED).status_code == 200
+    assert guarded_api.get("/v1/history").status_code == 200
+
+
+def test_bad_json_body_is_a_422(api: TestClient) -> None:
+    assert api.post("/v1/estimates", json={"params": "7e9"}).status_code == 422
+    assert api.post("/v1/estimates", json={**SEED, "gpus": -1}).status_code == 422
+    assert api.post("/v1/estimates", content=b"not json").status_code == 422
