@@ -3,6 +3,7 @@ Entry points call `build(settings)`; nothing here runs at import."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,16 +12,19 @@ from functools import cached_property
 
 from sqlalchemy import Engine
 
-from service import dashboard, reconcile
+from service import dashboard, queries, reconcile, running
 from service.config import Settings
 from service.db import locks, migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import InputError, ReckonError
+from service.domain import InputError, ReckonError, UnavailableError
 from service.hardware import Catalog, build_catalog
 from service.mlflow_source import MlflowRunSource
 from service.ports import PassLock
 from service.reconcile import PassOptions, PassOutcome
+from service.views import JSON, reconciliation_view, running_view
+
+log = logging.getLogger(__name__)
 
 
 class SystemClock:
@@ -118,6 +122,27 @@ class Container:
         except ReckonError as error:
             checks["mlflow"] = str(error)
         return checks
+
+    def report_data(
+        self,
+    ) -> tuple[list[JSON], JSON | None, JSON | None, list[JSON]]:
+        """What `reckon report` draws: the same documents the API serves."""
+        history = [reconciliation_view(row) for row in queries.history(self.uow())]
+        accuracy = self.accuracy_document("gpu_type", None)
+        factor_history = self.factor_history_document()
+        try:
+            items = running.running(self.uow(), self.run_source(), self.clock.now())
+            running_rows = [running_view(item) for item in items]
+        except (UnavailableError, InputError) as error:  # MLflow down or unset: the rest
+            log.warning("running runs left out of the report: %s", error)
+            running_rows = []
+        return history, accuracy, factor_history, running_rows
+
+    def accuracy_document(self, by: str, since: datetime | None) -> JSON | None:
+        return None
+
+    def factor_history_document(self) -> JSON | None:
+        return None
 
     def dashboard_html(self) -> str:
         return dashboard.page()

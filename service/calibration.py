@@ -34,7 +34,8 @@ local estimate's starting median) is shrunk toward a deliberately wide σ0 = `pr
 σ² = (n_eff·s² + k·σ0²)/(n_eff + k); the predictive σ adds parameter uncertainty,
 σ_pred² = σ²·(1 + 1/(n_eff + k)). So a new segment starts wide and narrows with evidence.
 `log_sigma` is σ_pred of log e; wall P10/P90 = P50·exp(∓1.2816·σ_pred). The u and f ranges
-use the σ_pred of log u and of log(1−f) the same way (f's range clamped like F).
+use the σ_pred of log u and of log(1−f) the same way (f's range clamped like F); with no
+throughput runs that σ is σ0 widened by 1/k, saying how little is known about the split.
 """
 
 from __future__ import annotations
@@ -75,12 +76,14 @@ class Observation:
         if self.ended_at.tzinfo is None or self.started_at.tzinfo is None:
             raise ValueError("observation times must be timezone-aware")
         if (self.utilization is None) != (self.overhead is None):
-            raise ValueError("utilization and overhead come together (both need throughput)")
-        _check_columns(
-            np.array([self.effective_utilization]),
-            np.array([math.nan if self.utilization is None else self.utilization]),
-            np.array([math.nan if self.overhead is None else self.overhead]),
-        )
+            raise ValueError(_TOGETHER)
+        if not (math.isfinite(self.effective_utilization) and self.effective_utilization > 0):
+            raise ValueError(_BAD_EFFECTIVE)
+        u, f = self.utilization, self.overhead
+        if u is not None and f is not None and not (0 < u < math.inf and -math.inf < f < 1):
+            raise ValueError(_BAD_SPLIT)
+        if self.ended_at < self.started_at:
+            raise ValueError(_ENDS_FIRST)
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,7 +122,7 @@ class ObservationArrays:
             if codes.size and (codes.min() < 0 or codes.max() >= len(names)):
                 raise ValueError("a code points outside its name list")
         if np.any(self.ended_at < self.started_at):
-            raise ValueError("an observation ends before it starts")
+            raise ValueError(_ENDS_FIRST)
         _check_columns(self.effective_utilization, self.utilization, self.overhead)
 
     def __len__(self) -> int:
@@ -169,20 +172,31 @@ class ObservationArrays:
         )
 
     def combination(self) -> IntArray:
-        """One code per (gpu, precision, recompute) triple; see `_decode`."""
+        """One code per (gpu, precision, recompute) triple; `names_of` reads it back."""
         seg = self.gpu * len(self.precision_names) + self.precision
         return seg * len(self.recompute_names) + self.recompute
+
+    def names_of(self, combination: int) -> tuple[str, str, str | None]:
+        seg, recompute = divmod(combination, len(self.recompute_names))
+        gpu, precision = divmod(seg, len(self.precision_names))
+        return self.gpu_names[gpu], self.precision_names[precision], self.recompute_names[recompute]
+
+
+_TOGETHER = "utilization and overhead come together (both need throughput)"
+_BAD_EFFECTIVE = "effective utilization must be positive and finite"
+_BAD_SPLIT = "utilization must be positive and overhead below 1, both finite"
+_ENDS_FIRST = "an observation ends before it starts"
 
 
 def _check_columns(effective: FloatArray, utilization: FloatArray, overhead: FloatArray) -> None:
     if not np.all(np.isfinite(effective) & (effective > 0)):
-        raise ValueError("effective utilization must be positive and finite")
+        raise ValueError(_BAD_EFFECTIVE)
     has_u = ~np.isnan(utilization)
     if np.any(has_u != ~np.isnan(overhead)):
-        raise ValueError("utilization and overhead come together (both need throughput)")
+        raise ValueError(_TOGETHER)
     u, f = utilization[has_u], overhead[has_u]
     if not np.all(np.isfinite(u) & (u > 0) & np.isfinite(f) & (f < 1)):
-        raise ValueError("utilization must be positive and overhead below 1, both finite")
+        raise ValueError(_BAD_SPLIT)
 
 
 @dataclass(frozen=True)
@@ -277,18 +291,6 @@ class _Pooled:
     n: IntArray
     n_u: IntArray
 
-    def at(self, index: IntArray) -> _Pooled:
-        """The parent's values lined up with the child groups."""
-        return _Pooled(
-            log_e=self.log_e[index],
-            log_u=self.log_u[index],
-            sigma_e=self.sigma_e[index],
-            sigma_u=self.sigma_u[index],
-            sigma_keep=self.sigma_keep[index],
-            n=self.n[index],
-            n_u=self.n_u[index],
-        )
-
 
 def fit(
     observations: Sequence[Observation] | ObservationArrays,
@@ -313,7 +315,7 @@ def fit(
     )
     parent = _prior_pooled(prior)
     for grouping in _groupings(data, params.min_recompute_n):
-        pooled = _pool(grouping, logs, weights, params, parent.at(grouping.parent))
+        pooled = _pool(grouping, logs, weights, params, parent)
         for index, key in enumerate(grouping.keys):
             result[key] = _segment_factors(key, grouping.level, pooled, index)
         parent = pooled
@@ -358,16 +360,9 @@ def _recompute_grouping(
     kept = counts >= min_recompute_n
     rows = known[kept[groups]]
     renumber = np.cumsum(kept) - 1
-    keys = tuple(_decode(data, int(c)) for c in combos[kept])
+    keys = tuple("/".join(map(str, data.names_of(c))) for c in combos[kept].tolist())
     kept_groups = renumber[groups[kept[groups]]].astype(np.intp)
     return _Grouping("segment", keys, rows, kept_groups, _parents(kept_groups, seg_groups[rows]))
-
-
-def _decode(data: ObservationArrays, combination: int) -> str:
-    seg, recompute = divmod(combination, len(data.recompute_names))
-    gpu, precision = divmod(seg, len(data.precision_names))
-    parts = (data.gpu_names[gpu], data.precision_names[precision], data.recompute_names[recompute])
-    return "/".join(part for part in parts if part is not None)
 
 
 def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:
@@ -384,6 +379,7 @@ def _pool(
     params: FitParameters,
     parent: _Pooled,
 ) -> _Pooled:
+    """Fit one level's groups and shrink each toward its parent group's pooled values."""
     n_groups = len(grouping.keys)
     rows, groups = grouping.rows, grouping.groups
     log_e, log_u, log_keep = (column[rows] for column in logs)
@@ -394,8 +390,8 @@ def _pool(
     u = group_stats(log_u[has_u], *u_args)
     keep = group_stats(log_keep[has_u], *u_args)
     return _Pooled(
-        log_e=_shrink(e, parent.log_e, params.prior_strength),
-        log_u=_shrink(u, parent.log_u, params.prior_strength),
+        log_e=_shrink(e, parent.log_e[grouping.parent], params.prior_strength),
+        log_u=_shrink(u, parent.log_u[grouping.parent], params.prior_strength),
         sigma_e=_predictive_sigma(e, params),
         sigma_u=_predictive_sigma(u, params),
         sigma_keep=_predictive_sigma(keep, params),
@@ -440,7 +436,7 @@ def prior_factors(prior: Prior) -> SegmentFactors:
 
 def _segment_factors(key: str, level: Level, pooled: _Pooled, i: int) -> SegmentFactors:
     log_e, log_u = float(pooled.log_e[i]), float(pooled.log_u[i])
-    overhead = _clamp_overhead(1.0 - math.exp(log_e - log_u))
+    overhead = _clamp_overhead(-math.expm1(log_e - log_u))
     utilization = math.exp(log_e) / (1.0 - overhead)  # keeps U·(1−F) = E when clamped
     u_spread = Z90 * float(pooled.sigma_u[i])
     keep_spread = Z90 * float(pooled.sigma_keep[i])
@@ -513,7 +509,11 @@ def backtest(
     """Time-ordered backtest: every target (an observation ended after `targets_after`, the
     `max_targets` most recent) is predicted by a fit on observations that ended before it
     started. Targets are cut into at most `buckets` runs of start time, each predicted by
-    one fit on what ended before the bucket's earliest start (never later data)."""
+    one fit on what ended before the bucket's earliest start (never later data).
+
+    Targets are predicted exactly as a live estimate would be, through `lookup`: with
+    nothing at all before it a target gets the prior; one whose GPU has no earlier runs
+    while other GPUs do gets "*" (the backtest must score what production does)."""
     require_positive(buckets, "buckets")
     data = _as_arrays(observations)
     chosen = _targets(data, targets_after, max_targets)
@@ -558,16 +558,8 @@ def _errors(
     combos, which = np.unique(targets.combination(), return_inverse=True)
     log_e = np.empty(combos.size)
     sigma = np.empty(combos.size)
-    n_seg, n_rc = len(targets.precision_names), len(targets.recompute_names)
     for i, combination in enumerate(combos.tolist()):
-        seg, recompute = divmod(combination, n_rc)
-        gpu, precision = divmod(seg, n_seg)
-        chosen = lookup(
-            factors,
-            targets.gpu_names[gpu],
-            targets.precision_names[precision],
-            targets.recompute_names[recompute],
-        )
+        chosen = lookup(factors, *targets.names_of(combination))
         log_e[i], sigma[i] = math.log(chosen.effective), chosen.log_sigma
     log_ratio = np.log(targets.effective_utilization) - log_e[which]
     errors: FloatArray = 100.0 * np.abs(np.expm1(log_ratio))

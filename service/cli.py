@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
-import signal
 import sys
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -460,48 +459,35 @@ def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool
 @click.option("--no-scheduler", is_flag=True, help="API only (for extra replicas).")
 def serve(host: str, port: int, no_scheduler: bool) -> None:
     """Run the HTTP API and dashboard, and the nightly scheduler unless --no-scheduler."""
-    import uvicorn
+    from service import server  # uvicorn and FastAPI load only for this command
 
-    from service.api import create_app
-    from service.scheduler import build_scheduler
-
-    container = _container()
-    container.engine  # noqa: B018 - refuse to start on an out-of-date schema, before binding
-    scheduler = None if no_scheduler else build_scheduler(container)
-    app = create_app(
-        container,
-        on_startup=None if scheduler is None else scheduler.start,
-        # SIGTERM: uvicorn ends the lifespan; wait=True lets a running pass finish.
-        on_shutdown=None if scheduler is None else lambda: scheduler.shutdown(wait=True),
-    )
-    _configure_logging()
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    server.serve(_container(), host=host, port=port, with_scheduler=not no_scheduler)
 
 
 @cli.command(name="scheduler")
 def scheduler_command() -> None:
     """Run only the nightly scheduler (no HTTP), in the foreground."""
-    from service.scheduler import build_scheduler
+    from service import server
+
+    server.run_scheduler(_container())
+
+
+@cli.command()
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for index.html and the PNG charts.",
+)
+def report(out_dir: Path) -> None:
+    """Write the dashboard's charts (PNG) and an index.html into a directory."""
+    from service.report import write_report  # matplotlib is slow to import: only here
 
     container = _container()
-    container.engine  # noqa: B018 - refuse to start on an out-of-date schema
-    scheduler = build_scheduler(container, blocking=True)
-    _configure_logging()
-
-    def stop(_signum: int, _frame: object) -> None:
-        scheduler.shutdown(wait=True)  # a running pass finishes (or rolls back) first
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    job = scheduler.get_jobs()[0]
-    click.echo(f"scheduler started: {job.trigger} ({container.settings.timezone})", err=True)
-    scheduler.start()
-
-
-def _configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    data = container.report_data()
+    for path in write_report(out_dir, *data, generated_at=container.clock.now()):
+        click.echo(str(path))
 
 
 @cli.group()

@@ -56,6 +56,8 @@ class EstimateStore(Protocol):
 
     def get_many(self, estimate_ids: Sequence[str]) -> dict[str, SavedEstimate]: ...
 
+    def existing(self, estimate_ids: Sequence[str]) -> set[str]: ...
+
     def list(
         self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
     ) -> list[SavedEstimate]: ...
@@ -69,6 +71,10 @@ class LinkStore(Protocol):
     def runs_for(self, estimate_id: str) -> list[str]: ...
 
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None: ...
+
+    def add_many(
+        self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime
+    ) -> None: ...
 
 
 class RunStore(Protocol):
@@ -90,7 +96,9 @@ class StagingStore(Protocol):
 class ReconciliationStore(Protocol):
     def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, Reconciliation]: ...
 
-    def save(self, item: Reconciliation, *, pass_id: int, now: datetime) -> None: ...
+    def save_many(
+        self, items: Sequence[Reconciliation], *, pass_id: int, now: datetime
+    ) -> None: ...
 
     def history(
         self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None

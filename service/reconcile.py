@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -107,7 +109,9 @@ def _locked_pass(
     window = ScanWindow(after=_window_start(mark, options), cutoff=started)
     try:
         scan_skips: list[Skip] = []
-        runs = _judged(_runs(source, window, manual), scan_skips)
+        runs = _judged(
+            _prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
+        )
         seen = _stage(uow, pass_id, runs, options.batch_size, on_progress)
         with uow:
             reconciled, skipped = _apply(uow, pass_id, clock.now(), options.batch_size, scan_skips)
@@ -152,6 +156,51 @@ def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Itera
     yield from source.terminated_runs(window)
     if manual:
         yield from source.runs_by_id(manual)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+_DONE = object()
+
+
+def _prefetched(runs: Iterator[ObservedRun], depth: int) -> Iterator[ObservedRun]:
+    """Read the source in a background thread, at most `depth` runs ahead, so MLflow's
+    paging overlaps the staging writes; memory stays bounded by the queue. An error in the
+    reader is raised here, in the pass."""
+    ahead: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for run in runs:
+                if stop.is_set():
+                    return
+                ahead.put(run)
+            ahead.put(_DONE)
+        except BaseException as error:  # handed to the consumer, which re-raises it
+            ahead.put(_Failed(error))
+
+    reader = threading.Thread(target=read, name="reckon-mlflow-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            assert isinstance(item, ObservedRun)
+            yield item
+    finally:
+        stop.set()
+        while reader.is_alive():  # unblock a reader waiting on a full queue
+            try:
+                ahead.get_nowait()
+            except queue.Empty:
+                reader.join(timeout=0.05)
 
 
 def _judged(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[ObservedRun]:
@@ -214,12 +263,14 @@ def _apply(
         saved = uow.estimates.get_many(chunk)
         runs = uow.runs.for_estimates(chunk)
         previous = uow.reconciliations.for_estimates(chunk)
+        changed = []
         for estimate_id in chunk:
             result = comparison.reconcile(saved[estimate_id], runs[estimate_id])
             if result is None or previous.get(estimate_id) == result:
                 continue  # still running, or nothing new: a rerun changes nothing
-            uow.reconciliations.save(result, pass_id=pass_id, now=now)
-            reconciled.append(result)
+            changed.append(result)
+        uow.reconciliations.save_many(changed, pass_id=pass_id, now=now)
+        reconciled.extend(changed)
     unique = list({(skip.run_id, skip.reason): skip for skip in skips}.values())
     uow.skips.record(unique, pass_id=pass_id, now=now)
     return reconciled, unique
@@ -233,7 +284,8 @@ def _link(
     skips: list[Skip] = []
     owners = uow.links.estimates_for_runs([run.run_id for run in batch])
     tagged = [run.estimate_id for run in batch if run.estimate_id and run.run_id not in owners]
-    known = set(uow.estimates.get_many(tagged)) if tagged else set()
+    known = uow.estimates.existing(tagged)
+    new_links: list[tuple[str, str]] = []
     for run in batch:
         problem = comparison.run_problem(run)
         if problem is not None:
@@ -251,13 +303,14 @@ def _link(
                     )
                 )
         elif tag and tag in known:
-            uow.links.add(tag, run.run_id, "tag", now)
+            new_links.append((tag, run.run_id))
             owners[run.run_id] = tag
             affected.add(tag)
         elif tag:
             skips.append(
                 Skip(run.run_id, comparison.UNKNOWN_ESTIMATE, f"no estimate with id {tag}", tag)
             )
+    uow.links.add_many(new_links, "tag", now)
     return skips
 
 

@@ -3,7 +3,7 @@ back exactly as it was computed (no recomputation with a newer formula)."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from service.db.tables import EstimateRow
 from service.domain import (
@@ -62,7 +62,8 @@ def to_row(saved: SavedEstimate) -> EstimateRow:
     return row
 
 
-def from_row(row: EstimateRow) -> SavedEstimate:
+def from_row(row: EstimateRow | Any) -> SavedEstimate:
+    """From an ORM row or a Core row of the estimate table (same attribute names)."""
     interval = None
     if row.wall_seconds_p10 is not None and row.wall_seconds_p90 is not None:
         p50 = (
@@ -85,7 +86,7 @@ def from_row(row: EstimateRow) -> SavedEstimate:
     )
 
 
-def _estimate(row: EstimateRow) -> Estimate:
+def _estimate(row: EstimateRow | Any) -> Estimate:
     assert row.params is not None and row.tokens is not None
     assert row.utilization is not None and row.overhead is not None
     request = EstimateRequest(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
@@ -38,7 +38,7 @@ def _run_values(run: ObservedRun) -> dict[str, object]:
     }
 
 
-def _observed(row: MlflowRunRow | StagedRunRow) -> ObservedRun:
+def _observed(row: MlflowRunRow | StagedRunRow | Any) -> ObservedRun:
     return ObservedRun(
         run_id=row.run_id,
         experiment_id=row.experiment_id,
@@ -97,13 +97,14 @@ class RunRepository:
         found: dict[str, list[ObservedRun]] = {estimate_id: [] for estimate_id in estimate_ids}
         if not estimate_ids:
             return found
+        runs = MlflowRunRow.__table__
         rows = self._session.execute(
-            select(RunLinkRow.estimate_id, MlflowRunRow)
-            .join(MlflowRunRow, MlflowRunRow.run_id == RunLinkRow.run_id)
+            select(RunLinkRow.estimate_id.label("owner"), runs)
+            .join(runs, runs.c.run_id == RunLinkRow.run_id)
             .where(RunLinkRow.estimate_id.in_(list(estimate_ids)))
         )
-        for estimate_id, row in rows:
-            found[estimate_id].append(_observed(row))
+        for row in rows:
+            found[row.owner].append(_observed(row))
         return found
 
     def unreconciled_manual_links(self, limit: int) -> list[str]:
@@ -126,26 +127,24 @@ class ReconciliationRepository:
     def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, Reconciliation]:
         if not estimate_ids:
             return {}
-        rows = self._session.scalars(
-            select(ReconciliationRow).where(ReconciliationRow.estimate_id.in_(list(estimate_ids)))
+        table = ReconciliationRow.__table__  # Core rows: read-only, thousands per pass
+        rows = self._session.execute(
+            select(table).where(table.c.estimate_id.in_(list(estimate_ids)))
         )
         return {row.estimate_id: _reconciliation(row) for row in rows}
 
-    def save(self, item: Reconciliation, *, pass_id: int, now: datetime) -> None:
-        """Insert, or update in place when an estimate's runs changed (one row per estimate)."""
-        values = _reconciliation_values(item)
-        existing = self._session.scalar(
-            select(ReconciliationRow).where(ReconciliationRow.estimate_id == item.estimate_id)
+    def save_many(self, items: Sequence[Reconciliation], *, pass_id: int, now: datetime) -> None:
+        """Insert, or update in place when an estimate's runs changed (one row per estimate;
+        `created_at` keeps the first time)."""
+        rows = [
+            {**_reconciliation_values(item), "pass_id": pass_id, "created_at": now,
+             "updated_at": now}
+            for item in items
+        ]  # fmt: skip
+        fields = (
+            [name for name in rows[0] if name not in ("estimate_id", "created_at")] if rows else []
         )
-        if existing is None:
-            self._session.add(
-                ReconciliationRow(**values, pass_id=pass_id, created_at=now, updated_at=now)
-            )
-        else:
-            for name, value in values.items():
-                setattr(existing, name, value)
-            existing.pass_id, existing.updated_at = pass_id, now
-        self._session.flush()
+        upsert(self._session, ReconciliationRow, rows, ["estimate_id"], fields)
 
     def history(
         self,
@@ -202,7 +201,7 @@ def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
     }
 
 
-def _reconciliation(row: ReconciliationRow) -> Reconciliation:
+def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
     return Reconciliation(
         estimate_id=row.estimate_id,
         run_ids=tuple(row.run_ids.split(",")) if row.run_ids else (),

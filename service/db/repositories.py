@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.db import estimate_mapping
 from service.db.tables import EstimateRow, RunLinkRow
+from service.db.upsert import upsert
 from service.domain import SavedEstimate
 
 
@@ -29,10 +30,17 @@ class EstimateRepository:
     def get_many(self, estimate_ids: Sequence[str]) -> dict[str, SavedEstimate]:
         if not estimate_ids:
             return {}
-        rows = self._session.scalars(
-            select(EstimateRow).where(EstimateRow.id.in_(list(set(estimate_ids))))
-        )
+        # Core rows, not ORM instances: a pass reads thousands and the identity map is
+        # pure overhead for read-only values (about 3x faster).
+        table = EstimateRow.__table__
+        rows = self._session.execute(select(table).where(table.c.id.in_(list(set(estimate_ids)))))
         return {row.id: estimate_mapping.from_row(row) for row in rows}
+
+    def existing(self, estimate_ids: Sequence[str]) -> set[str]:
+        if not estimate_ids:
+            return set()
+        query = select(EstimateRow.id).where(EstimateRow.id.in_(list(set(estimate_ids))))
+        return set(self._session.scalars(query))
 
     def list(
         self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
@@ -76,7 +84,13 @@ class RunLinkRepository:
         return list(rows)
 
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
-        self._session.add(
-            RunLinkRow(estimate_id=estimate_id, run_id=run_id, source=source, created_at=created_at)
-        )
-        self._session.flush()
+        self.add_many([(estimate_id, run_id)], source, created_at)
+
+    def add_many(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
+        """Link (estimate id, run id) pairs; a run already linked keeps its estimate."""
+        rows = [
+            {"estimate_id": estimate_id, "run_id": run_id, "source": source,
+             "created_at": created_at}
+            for estimate_id, run_id in pairs
+        ]  # fmt: skip
+        upsert(self._session, RunLinkRow, rows, ["run_id"], [])

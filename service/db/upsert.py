@@ -26,11 +26,12 @@ def upsert(
     rows = list({tuple(row[key] for key in keys): row for row in rows}.values())
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(table).values(list(rows))
+    statement = insert(table)
     if update:
         statement = statement.on_conflict_do_update(
             index_elements=list(keys), set_={name: statement.excluded[name] for name in update}
         )
     else:
         statement = statement.on_conflict_do_nothing(index_elements=list(keys))
-    session.execute(statement)
+    # executemany: one cached statement, batched by SQLAlchemy's insertmanyvalues.
+    session.execute(statement, rows)

@@ -1,0 +1,187 @@
+"""`reckon report`'s renderer: the API's JSON documents in, PNG charts and an index.html out.
+What a reader of the report would notice: the charts exist and are real images, the page
+shows them with the history lines and accuracy numbers, and empty data gives a page that
+says so instead of a crash."""
+
+from __future__ import annotations
+
+import struct
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from service.comparison import human_line
+from service.report import write_report
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CHARTS = ("scatter.png", "error.png", "factors.png", "coverage.png")
+ENDED = datetime(2026, 10, 20, 6, 0, tzinfo=UTC)
+
+
+def a_history_row(
+    index: int, predicted: float, observed: float, **overrides: Any
+) -> dict[str, Any]:
+    """One row as GET /v1/history returns it (service.views.reconciliation_view)."""
+    ended = ENDED - timedelta(days=3 * index)
+    return {
+        "estimate_id": f"{index:016x}",
+        "run_ids": [f"run{index}"],
+        "gpu": "a100-80gb" if index % 2 else "h100-sxm",
+        "precision": "bf16",
+        "started_at": (ended - timedelta(seconds=observed)).isoformat(),
+        "ended_at": ended.isoformat(),
+        "predicted_seconds": predicted,
+        "observed_seconds": observed,
+        "error_pct": 100.0 * (predicted / observed - 1.0),
+        "line": human_line(predicted, observed),
+        **overrides,
+    }
+
+
+HISTORY = [
+    a_history_row(0, 84 * 3600.0, 80 * 3600.0),
+    a_history_row(1, 2 * 86400.0, 2.4 * 86400.0),
+    a_history_row(2, 12 * 3600.0, 11 * 3600.0),
+    a_history_row(3, 6 * 86400.0, 7.5 * 86400.0),
+]
+
+ACCURACY: dict[str, Any] = {
+    "by": "gpu_type",
+    "overall": {
+        "raw": {"n": 4, "median_ape": 9.1, "mape": 12.0, "bias": 3.2, "coverage": 0.5},
+        "calibrated": {"n": 4, "median_ape": 5.0, "mape": 6.1, "bias": 1.0, "coverage": 0.75},
+    },
+    "groups": [
+        {
+            "group": "a100-80gb",
+            "raw": {"n": 2, "median_ape": 10.0, "mape": 10.0, "bias": -4.0, "coverage": 0.5},
+            "calibrated": {"n": 2, "median_ape": 4.0, "mape": 4.0, "bias": 1.0, "coverage": 1.0},
+        },
+        {
+            "group": "h100-sxm",
+            "raw": {"n": 2, "median_ape": 14.0, "mape": 14.0, "bias": 9.0, "coverage": None},
+            "calibrated": {"n": 2, "median_ape": 6.0, "mape": 6.0, "bias": 2.0, "coverage": 0.5},
+        },
+    ],
+}
+
+
+def a_factor_version(version: int, *, active: bool) -> dict[str, Any]:
+    return {
+        "version": version,
+        "created_at": (ENDED + timedelta(days=version)).isoformat(),
+        "active": active,
+        "segments": [
+            {
+                "segment": segment,
+                "level": "segment",
+                "n": 3 * version,
+                "utilization": utilization,
+                "utilization_p10": utilization - 0.05,
+                "utilization_p90": utilization + 0.05,
+                "overhead": overhead,
+                "overhead_p10": overhead - 0.03,
+                "overhead_p90": overhead + 0.04,
+            }
+            for segment, utilization, overhead in (
+                ("a100-80gb/bf16", 0.38 + 0.01 * version, 0.14),
+                ("h100-sxm/bf16", 0.33 + 0.02 * version, 0.20 - 0.01 * version),
+            )
+        ],
+    }
+
+
+FACTOR_HISTORY = {"versions": [a_factor_version(v, active=v == 3) for v in (1, 2, 3)]}
+
+RUNNING: list[dict[str, Any]] = [
+    {
+        "run_id": "d49e15184fe043b6",
+        "estimate_id": "23311988954a4480",
+        "started_at": (ENDED - timedelta(days=1)).isoformat(),
+        "elapsed_seconds": 86400.0,
+        "predicted_seconds": 138240.0,
+        "projected_seconds": 153600.0,
+        "projected_finish": None,
+        "slip_pct": 11.1,
+        "line": "running 1 day of a predicted 1 day 14 hours; projected 1 day 19 hours (+11.1%)",
+    }
+]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, f"{path.name} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
+    return int(width), int(height)
+
+
+def test_a_report_with_data_writes_four_charts_and_an_index_that_shows_them(
+    tmp_path: Path,
+) -> None:
+    written = write_report(tmp_path / "report", HISTORY, ACCURACY, FACTOR_HISTORY, RUNNING)
+
+    out = tmp_path / "report"
+    assert written == [*(out / name for name in CHARTS), out / "index.html"]
+    for name in CHARTS:
+        width, height = png_size(out / name)
+        assert (out / name).stat().st_size > 1024 and width > 300 and height > 200, name
+    page = (out / "index.html").read_text()
+    for name in CHARTS:
+        assert f'<img src="{name}"' in page
+    for row in HISTORY:
+        assert row["line"] in page and row["estimate_id"] in page
+    assert "9.1% / 5.0%" in page  # overall median |error|, raw / calibrated
+    assert "n/a / 50%" in page  # h100-sxm coverage: raw unknown, calibrated 50%
+    assert RUNNING[0]["line"] in page
+    assert "No data yet" not in page
+
+
+def test_a_report_with_no_data_says_so_and_draws_nothing(tmp_path: Path) -> None:
+    written = write_report(tmp_path, [], None, None, [])
+
+    assert written == [tmp_path / "index.html"]
+    page = (tmp_path / "index.html").read_text()
+    assert "No data yet" in page and "<img" not in page
+    assert not any((tmp_path / name).exists() for name in CHARTS)
+
+
+def test_history_alone_draws_its_charts_and_names_what_is_missing(tmp_path: Path) -> None:
+    empty_accuracy = {"by": "gpu_type", "overall": {"raw": {"n": 0}, "calibrated": {"n": 0}}}
+    unusable = a_history_row(9, 3600.0, 3600.0, observed_seconds=None, error_pct=None)
+
+    written = write_report(tmp_path, [*HISTORY, unusable], empty_accuracy, {"versions": []}, [])
+
+    assert [path.name for path in written] == ["scatter.png", "error.png", "index.html"]
+    page = (tmp_path / "index.html").read_text()
+    assert "No factor sets yet" in page and "No accuracy figures yet" in page
+    assert "No linked runs are running" in page
+
+
+def test_a_report_rewritten_without_data_drops_the_old_charts(tmp_path: Path) -> None:
+    write_report(tmp_path, HISTORY, ACCURACY, FACTOR_HISTORY, RUNNING)
+
+    write_report(tmp_path, [], None, None, [])
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["index.html"]
+
+
+def test_text_from_the_data_is_escaped_in_the_page(tmp_path: Path) -> None:
+    row = a_history_row(0, 3600.0, 4000.0, gpu="<script>alert(1)</script>")
+
+    write_report(tmp_path, [row], None, None, [])
+
+    page = (tmp_path / "index.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_single_point_and_a_single_version_still_draw(tmp_path: Path) -> None:
+    one_version = {"versions": [a_factor_version(1, active=True)]}
+
+    written = write_report(tmp_path, HISTORY[:1], None, one_version, [])
+
+    assert [path.name for path in written] == [
+        "scatter.png",
+        "error.png",
+        "factors.png",
+        "index.html",
+    ]
