@@ -18,6 +18,7 @@ from service.bootstrap import Container
 from service.domain import (
     ConflictError,
     Estimate,
+    EstimateRequest,
     InputError,
     NotFoundError,
     ReckonError,
@@ -61,13 +62,15 @@ class EstimateBody(BaseModel):
     seq_len: int | None = None
     price_per_gpu_hour: float | None = None
     label: str | None = Field(default=None, max_length=200)
+    calibrated: bool = False
+    factor_set: int | None = None
 
 
 def _raw(body: EstimateBody) -> RawInputs:
     return RawInputs(
         params=parse_count(str(body.params), "params"),
         tokens=parse_count(str(body.tokens), "tokens"),
-        **body.model_dump(exclude={"params", "tokens", "label"}),
+        **body.model_dump(exclude={"params", "tokens", "label", "calibrated", "factor_set"}),
     )
 
 
@@ -121,9 +124,17 @@ def create_app(
 
     guarded = [Depends(require_token)]
 
+    def request_of(body: EstimateBody) -> EstimateRequest:
+        return estimates.build_request(container.catalog, _raw(body))
+
     def compute(body: EstimateBody) -> Estimate:
-        catalog = container.catalog
-        return estimates.compute(catalog, estimates.build_request(catalog, _raw(body)))
+        return estimates.compute(container.catalog, request_of(body))
+
+    def wants_calibration(body: EstimateBody) -> bool:
+        chosen = body.calibrated or body.factor_set is not None
+        if chosen and (body.utilization is not None or body.overhead is not None):
+            raise InputError("calibrated uses fitted factors; drop utilization/overhead")
+        return chosen
 
     @app.get("/v1/estimate", summary="Compute an estimate (no side effects)")
     def get_estimate(
@@ -154,6 +165,14 @@ def create_app(
         summary="Compute and store an estimate",
     )
     def post_estimate(body: EstimateBody) -> JSON:
+        if wants_calibration(body):
+            answer = container.calibrated(request_of(body), body.factor_set)
+            saved = estimates.save(
+                container.uow(), answer.estimate, now=container.clock.now(), label=body.label,
+                interval=answer.interval, factor_set_version=answer.factor_set,
+                factor_source=answer.factors.level,
+            )  # fmt: skip
+            return saved_view(saved, [])
         result = compute(body)
         given = body.utilization is not None or body.overhead is not None
         saved = estimates.save(
@@ -188,6 +207,24 @@ def create_app(
             limit=limit,
         )
         return {"history": [reconciliation_view(row) for row in rows]}
+
+    @app.get("/v1/accuracy", summary="Prediction accuracy, raw and calibrated")
+    def get_accuracy(by: str | None = None, since: str | None = None) -> JSON:
+        return container.accuracy_document(by, None if since is None else parse_since(since))
+
+    @app.get("/v1/factors", summary="The active (or a pinned) factor set, per segment")
+    def get_factors(version: int | None = None) -> JSON:
+        return container.factor_set(version)
+
+    @app.get("/v1/factors/history", summary="Every factor set, oldest first")
+    def factor_history() -> JSON:
+        return container.factor_history_document()
+
+    @app.post("/v1/refit", dependencies=guarded, summary="Refit the factors now")
+    def post_refit(force: bool = False) -> JSON:
+        outcome = container.refit(force=force)
+        version = None if outcome.factor_set is None else outcome.factor_set.version
+        return {"factor_set": version, "activated": outcome.activated, "message": outcome.message}
 
     @app.post("/v1/reconcile", dependencies=guarded, summary="Run one reconcile pass now")
     def reconcile(since: str | None = None, full: bool = False) -> JSONResponse:

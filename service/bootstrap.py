@@ -12,17 +12,33 @@ from functools import cached_property
 
 from sqlalchemy import Engine
 
-from service import dashboard, queries, reconcile, running
+from service import accuracy, calibration, dashboard, estimates, priors, queries, reconcile, running
+from service.calibration import FitParameters, Prior
 from service.config import Settings
 from service.db import locks, migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import InputError, ReckonError, UnavailableError
+from service.domain import (
+    EstimateRequest,
+    InputError,
+    NotFoundError,
+    ReckonError,
+    UnavailableError,
+)
+from service.estimates import Calibrated
 from service.hardware import Catalog, build_catalog
 from service.mlflow_source import MlflowRunSource
-from service.ports import PassLock
+from service.ports import PassLock, UnitOfWork
 from service.reconcile import PassOptions, PassOutcome
-from service.views import JSON, reconciliation_view, running_view
+from service.refit import RefitOutcome
+from service.refit import refit as refit_use_case
+from service.views import (
+    JSON,
+    factor_set_view,
+    reconciliation_view,
+    running_view,
+    segment_view,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +91,59 @@ class Container:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         return MlflowRunSource(uri, self.settings.experiment_list, self.settings.throughput_metric)
 
+    @cached_property
+    def prior(self) -> Prior:
+        return priors.default_prior()
+
+    @property
+    def fit_parameters(self) -> FitParameters:
+        return FitParameters(half_life_days=self.settings.half_life_days)
+
+    def refit(self, *, force: bool = False) -> RefitOutcome:
+        """`reckon refit`: one refit in its own transaction."""
+        with self.uow() as uow:
+            outcome = refit_use_case(
+                uow, self.prior, self.fit_parameters, self.clock.now(), force=force
+            )
+            uow.commit()
+        return outcome
+
+    def _refit_in_pass(self, uow: UnitOfWork, _pass_id: int, now: datetime) -> int | None:
+        """Every pass ends with a refit, in the pass's transaction; returns the active set."""
+        refit_use_case(uow, self.prior, self.fit_parameters, now)
+        active = uow.factor_sets.active()
+        return None if active is None else active.version
+
+    def calibrated(self, request: EstimateRequest, version: int | None) -> Calibrated:
+        return estimates.calibrated(self.uow(), self.catalog, request, self.prior, version)
+
+    def accuracy_document(self, by: str | None, since: datetime | None) -> JSON:
+        return accuracy.accuracy(self.uow(), self.prior, self.fit_parameters, by=by, since=since)
+
+    def factor_set(self, version: int | None) -> JSON:
+        with self.uow() as uow:
+            active = uow.factor_sets.active()
+            chosen = active if version is None else uow.factor_sets.get(version)
+        if chosen is None:
+            if version is not None:
+                raise NotFoundError(f"no factor set with version {version}")
+            prior_set = {calibration.PRIOR_KEY: calibration.prior_factors(self.prior)}
+            return {
+                "version": None,
+                "active": False,
+                "message": "no factor set yet: calibrated estimates use the published prior",
+                "prior_sources": list(self.prior.sources),
+                "segments": [segment_view(item) for item in prior_set.values()],
+            }
+        return factor_set_view(chosen, None if active is None else active.version)
+
+    def factor_history_document(self) -> JSON:
+        with self.uow() as uow:
+            active = uow.factor_sets.active()
+            sets = uow.factor_sets.all()
+        active_version = None if active is None else active.version
+        return {"versions": [factor_set_view(item, active_version) for item in sets]}
+
     def pass_lock(self) -> PassLock:
         return locks.pass_lock(self.engine)
 
@@ -104,6 +173,7 @@ class Container:
             self.pass_lock(),
             self.clock,
             self.pass_options(trigger=trigger, since=since, full=full),
+            refit=self._refit_in_pass,
             on_progress=on_progress,
         )
 
@@ -137,12 +207,6 @@ class Container:
             log.warning("running runs left out of the report: %s", error)
             running_rows = []
         return history, accuracy, factor_history, running_rows
-
-    def accuracy_document(self, by: str, since: datetime | None) -> JSON | None:
-        return None
-
-    def factor_history_document(self) -> JSON | None:
-        return None
 
     def dashboard_html(self) -> str:
         return dashboard.page()

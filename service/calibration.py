@@ -256,6 +256,24 @@ class Prior:
 
 
 @dataclass(frozen=True)
+class FactorSet:
+    """An immutable, numbered refit result with its provenance and backtest scores. The
+    active set is the one calibrated estimates use unless a version is pinned."""
+
+    version: int
+    created_at: datetime
+    activated_at: datetime | None
+    segments: Mapping[str, SegmentFactors]
+    method: str
+    parameters: Mapping[str, float]
+    provenance: Mapping[str, object]
+    reconciliation_count: int
+    backtest_score: float | None  # candidate's median APE in the time-ordered backtest
+    baseline_score: float | None  # the active set's (or the prior's) on the same targets
+    forced: bool = False
+
+
+@dataclass(frozen=True)
 class BacktestResult:
     """Median absolute percentage error of predicted vs observed wall time, the share of
     targets inside P10-P90, and the number of targets (None scores when n is 0)."""
@@ -514,20 +532,50 @@ def backtest(
     Targets are predicted exactly as a live estimate would be, through `lookup`: with
     nothing at all before it a target gets the prior; one whose GPU has no earlier runs
     while other GPUs do gets "*" (the backtest must score what production does)."""
+    detail = backtest_targets(
+        observations, targets_after, prior, params, max_targets=max_targets, buckets=buckets
+    )
+    return _score([100.0 * np.abs(np.expm1(detail.log_ratio))], [detail.inside])
+
+
+@dataclass(frozen=True, eq=False)
+class TargetErrors:
+    """Per backtest target: its row in the observations, log(predicted/observed wall time)
+    (> 0: predicted too long) and whether the observation fell inside P10-P90."""
+
+    rows: IntArray
+    log_ratio: FloatArray
+    inside: BoolArray
+
+
+def backtest_targets(
+    observations: Sequence[Observation] | ObservationArrays,
+    targets_after: datetime | None,
+    prior: Prior,
+    params: FitParameters = FitParameters(),
+    *,
+    max_targets: int = 2000,
+    buckets: int = 20,
+) -> TargetErrors:
+    """The backtest's per-target detail (see `backtest`), for accuracy tables by group."""
     require_positive(buckets, "buckets")
     data = _as_arrays(observations)
     chosen = _targets(data, targets_after, max_targets)
-    errors: list[FloatArray] = []
+    rows: list[IntArray] = []
+    ratios: list[FloatArray] = []
     inside: list[BoolArray] = []
     for bucket in np.array_split(chosen, min(buckets, max(chosen.size, 1))):
         if bucket.size == 0:
             continue
         cutoff = float(data.started_at[bucket].min())
         history = data.take(np.flatnonzero(data.ended_at < cutoff))
-        bucket_errors, bucket_inside = _errors(fit(history, prior, params), data.take(bucket))
-        errors.append(bucket_errors)
+        log_ratio, bucket_inside = _log_ratios(fit(history, prior, params), data.take(bucket))
+        rows.append(bucket)
+        ratios.append(log_ratio)
         inside.append(bucket_inside)
-    return _score(errors, inside)
+    if not rows:
+        return TargetErrors(np.empty(0, np.intp), np.empty(0), np.empty(0, bool))
+    return TargetErrors(np.concatenate(rows), np.concatenate(ratios), np.concatenate(inside))
 
 
 def score_fixed(
@@ -553,17 +601,25 @@ def _targets(data: ObservationArrays, after: datetime | None, max_targets: int) 
 def _errors(
     factors: Mapping[str, SegmentFactors], targets: ObservationArrays
 ) -> tuple[FloatArray, BoolArray]:
-    """Per target: |predicted/observed wall − 1|·100 and whether observed is in P10-P90.
-    Wall time is ∝ 1/e, so predicted/observed wall = observed e / predicted E."""
+    """Per target: |predicted/observed wall − 1|·100 and whether observed is in P10-P90."""
+    log_ratio, inside = _log_ratios(factors, targets)
+    errors: FloatArray = 100.0 * np.abs(np.expm1(log_ratio))
+    return errors, inside
+
+
+def _log_ratios(
+    factors: Mapping[str, SegmentFactors], targets: ObservationArrays
+) -> tuple[FloatArray, BoolArray]:
+    """Per target: log(predicted/observed wall) and whether observed is in P10-P90. Wall
+    time is ∝ 1/e, so predicted/observed wall = observed e / predicted E."""
     combos, which = np.unique(targets.combination(), return_inverse=True)
     log_e = np.empty(combos.size)
     sigma = np.empty(combos.size)
     for i, combination in enumerate(combos.tolist()):
         chosen = lookup(factors, *targets.names_of(combination))
         log_e[i], sigma[i] = math.log(chosen.effective), chosen.log_sigma
-    log_ratio = np.log(targets.effective_utilization) - log_e[which]
-    errors: FloatArray = 100.0 * np.abs(np.expm1(log_ratio))
-    return errors, np.abs(log_ratio) <= Z90 * sigma[which]
+    log_ratio: FloatArray = np.log(targets.effective_utilization) - log_e[which]
+    return log_ratio, np.abs(log_ratio) <= Z90 * sigma[which]
 
 
 def _score(errors: list[FloatArray], inside: list[BoolArray]) -> BacktestResult:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from service import bootstrap, estimates, queries, running
+from service.accuracy import GROUPINGS
 from service.bootstrap import Container
 from service.comparison import human_line
 from service.config import load_settings
@@ -23,6 +24,7 @@ from service.db.engine import safe_url
 from service.domain import (
     ConflictError,
     Estimate,
+    EstimateRequest,
     InputError,
     NotFoundError,
     ReckonError,
@@ -32,6 +34,7 @@ from service.estimates import RawInputs
 from service.hardware import PRECISIONS, Catalog
 from service.units import format_duration, parse_count, parse_duration_seconds, parse_since
 from service.views import (
+    calibrated_view,
     estimate_view,
     gpu_view,
     outcome_view,
@@ -152,18 +155,43 @@ def cli() -> None:
 
 @cli.command()
 @estimate_options()
+@click.option(
+    "--calibrated",
+    is_flag=True,
+    help="Use fitted factors (the active factor set) and report P10/P50/P90.",
+)
+@click.option(
+    "--factor-set",
+    type=int,
+    default=None,
+    help="Pin this factor set version (implies --calibrated).",
+)
 @click.option("--save", is_flag=True, help="Store it as a prediction; prints its id and tag.")
 @click.option("--label", default=None, help="A short note stored with a saved estimate.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def estimate(as_json: bool, save: bool, label: str | None, gpus: int, **options: Any) -> None:
+def estimate(
+    as_json: bool,
+    calibrated: bool,
+    factor_set: int | None,
+    save: bool,
+    label: str | None,
+    gpus: int,
+    **options: Any,
+) -> None:
     """Estimate FLOPs, compute and wall time, GPU-hours and MFU for one training job."""
     container = _container()
     catalog = container.catalog
-    result = estimates.compute(catalog, estimates.build_request(catalog, _raw(options, gpus)))
+    request = estimates.build_request(catalog, _raw(options, gpus))
+    given = options["utilization"] is not None or options["overhead"] is not None
+    if calibrated or factor_set is not None:
+        if given:
+            raise InputError("--calibrated uses fitted factors; drop --utilization/--overhead")
+        _calibrated(container, request, factor_set, save=save, label=label, as_json=as_json)
+        return
+    result = estimates.compute(catalog, request)
     if not save:
         _emit_json(estimate_view(result)) if as_json else click.echo(_estimate_text(result))
         return
-    given = options["utilization"] is not None or options["overhead"] is not None
     saved = estimates.save(
         container.uow(),
         result,
@@ -176,6 +204,51 @@ def estimate(as_json: bool, save: bool, label: str | None, gpus: int, **options:
         return
     click.echo(_estimate_text(result))
     click.echo(f"saved as {saved.id}; tag the training run with: {saved.mlflow_tag}")
+
+
+def _calibrated(
+    container: Container,
+    request: EstimateRequest,
+    version: int | None,
+    *,
+    save: bool,
+    label: str | None,
+    as_json: bool,
+) -> None:
+    answer = container.calibrated(request, version)
+    document = calibrated_view(answer)
+    if save:
+        saved = estimates.save(
+            container.uow(),
+            answer.estimate,
+            now=container.clock.now(),
+            label=label,
+            interval=answer.interval,
+            factor_set_version=answer.factor_set,
+            factor_source=answer.factors.level,
+        )
+        document = {**document, "id": saved.id, "mlflow_tag": saved.mlflow_tag}
+    if as_json:
+        _emit_json(document)
+        return
+    click.echo(_estimate_text(answer.estimate))
+    factors = answer.factors
+    source = (
+        "the published prior" if answer.factor_set is None else (f"factor set {answer.factor_set}")
+    )
+    click.echo(
+        f"  P10 / P50 / P90  {format_duration(answer.interval.p10)} / "
+        f"{format_duration(answer.interval.p50)} / {format_duration(answer.interval.p90)}"
+    )
+    click.echo(
+        f"  factors from     {source}, {factors.level} level '{factors.segment}'"
+        f" (n = {factors.n})"
+        + (" - combined factor only: no run logged throughput" if factors.combined_only else "")
+    )
+    if save:
+        click.echo(
+            f"saved as {document['id']}; tag the training run with: {document['mlflow_tag']}"
+        )
 
 
 def _estimate_text(result: Estimate) -> str:
@@ -488,6 +561,96 @@ def report(out_dir: Path) -> None:
     data = container.report_data()
     for path in write_report(out_dir, *data, generated_at=container.clock.now()):
         click.echo(str(path))
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Activate the new set even if its backtest is worse.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def refit(force: bool, as_json: bool) -> None:
+    """Fit utilization and overhead per segment from the reconciled history now."""
+    outcome = _container().refit(force=force)
+    if as_json:
+        _emit_json({
+            "factor_set": None if outcome.factor_set is None else outcome.factor_set.version,
+            "activated": outcome.activated,
+            "backtest": None if outcome.candidate is None else outcome.candidate.__dict__,
+            "baseline": None if outcome.baseline is None else outcome.baseline.__dict__,
+            "message": outcome.message,
+        })  # fmt: skip
+        return
+    click.echo(outcome.message)
+
+
+@cli.command()
+@click.option("--version", "version", type=int, default=None, help="This version, not the active.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def factors(version: int | None, as_json: bool) -> None:
+    """The factor set per segment: utilization, overhead, their P10-P90 ranges, n, level."""
+    document = _container().factor_set(version)
+    if as_json:
+        _emit_json(document)
+        return
+    if document["version"] is None:
+        click.echo(document["message"])
+    else:
+        state = "active" if document["active"] else "inactive"
+        click.echo(
+            f"factor set {document['version']} ({state}), from "
+            f"{document['reconciliation_count']} reconciliations; backtest median APE "
+            f"{_pct(document['backtest_score'])} vs {_pct(document['baseline_score'])}"
+        )
+    click.echo(
+        f"{'segment':<26} {'level':<8} {'utilization (P10-P90)':<24} "
+        f"{'overhead (P10-P90)':<22} {'n':>5}"
+    )
+    for item in document["segments"]:
+        utilization = (
+            f"{item['utilization']:.3f} ({item['utilization_p10']:.2f}-"
+            f"{item['utilization_p90']:.2f})"
+        )
+        overhead = f"{item['overhead']:.1%} ({item['overhead_p10']:.0%}-{item['overhead_p90']:.0%})"
+        note = " combined only" if item["combined_only"] else ""
+        click.echo(
+            f"{item['segment']:<26} {item['level']:<8} {utilization:<24} {overhead:<22} "
+            f"{item['n']:>5}{note}"
+        )
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+@cli.command(name="accuracy")
+@click.option("--by", type=click.Choice(sorted(GROUPINGS)), default=None, help="Group the scores.")
+@click.option("--since", default=None, help="Only runs that ended after this date.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def accuracy_command(by: str | None, since: str | None, as_json: bool) -> None:
+    """How wrong were we: n, median APE, MAPE, bias and P10-P90 coverage, raw and calibrated."""
+    document = _container().accuracy_document(by, None if since is None else parse_since(since))
+    if as_json:
+        _emit_json(document)
+        return
+    click.echo(
+        f"{'group':<22} {'':<11} {'n':>5} {'median APE':>11} {'MAPE':>8} {'bias':>8} "
+        f"{'coverage':>9}"
+    )
+    rows = [("all", document["overall"])] + [
+        (group["group"], group) for group in document["groups"]
+    ]
+    for name, scores in rows:
+        for kind in ("raw", "calibrated"):
+            s = scores[kind]
+            click.echo(
+                f"{name:<22} {kind:<11} {s['n']:>5} {_num(s['median_ape'], '%'):>11} "
+                f"{_num(s['mape'], '%'):>8} {_num(s['bias'], '%', signed=True):>8} "
+                f"{_num(None if s['coverage'] is None else 100 * s['coverage'], '%'):>9}"
+            )
+
+
+def _num(value: float | None, unit: str, *, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.1f}{unit}" if signed else f"{value:.1f}{unit}"
 
 
 @cli.group()

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, Self
 
+from service.calibration import FactorSet, ObservationArrays
 from service.domain import (
     ObservedRun,
     PassRecord,
@@ -135,6 +136,22 @@ class WatermarkStore(Protocol):
     ) -> None: ...
 
 
+class FactorSetStore(Protocol):
+    def add(self, candidate: FactorSet) -> FactorSet: ...
+
+    def activate(self, version: int, at: datetime) -> None: ...
+
+    def get(self, version: int) -> FactorSet | None: ...
+
+    def active(self) -> FactorSet | None: ...
+
+    def all(self, limit: int = 100) -> list[FactorSet]: ...
+
+    def observations(self) -> tuple[ObservationArrays, list[str]]: ...
+
+    def last_reconciliation_change(self) -> datetime | None: ...
+
+
 class PassLock(Protocol):
     """Exclusive across processes: acquire() is non-blocking and says whether it got it."""
 
@@ -169,6 +186,9 @@ class UnitOfWork(Protocol):
 
     @property
     def watermarks(self) -> WatermarkStore: ...
+
+    @property
+    def factor_sets(self) -> FactorSetStore: ...
 
     def __enter__(self) -> Self: ...
 

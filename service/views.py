@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from service.calibration import FactorSet, SegmentFactors
 from service.comparison import human_line
 from service.domain import (
     Estimate,
@@ -18,6 +19,7 @@ from service.domain import (
     SensitivityRow,
     Skip,
 )
+from service.estimates import Calibrated
 from service.hardware import GpuSpec
 from service.reconcile import PassOutcome
 from service.units import format_duration
@@ -226,4 +228,57 @@ def running_view(item: RunningProjection) -> JSON:
                 else f"; projected {format_duration(projected)} ({item.slip_pct:+.1f}%)"
             )
         ),
+    }
+
+
+def calibrated_view(result: Calibrated) -> JSON:
+    """An estimate with fitted factors: the estimate's keys, P50 as `wall_seconds`, the
+    P10/P90 around it and where the factors came from."""
+    factors = result.factors
+    return {
+        **estimate_view(result.estimate),
+        "wall_seconds_p10": result.interval.p10,
+        "wall_seconds_p90": result.interval.p90,
+        "wall_human_p10": format_duration(result.interval.p10),
+        "wall_human_p90": format_duration(result.interval.p90),
+        "factor_set": result.factor_set,
+        "factor_source": factors.level,
+        "factor_segment": factors.segment,
+        "factor_n": factors.n,
+        "combined_only": factors.combined_only,
+    }
+
+
+def segment_view(factors: SegmentFactors) -> JSON:
+    return {
+        "segment": factors.segment,
+        "level": factors.level,
+        "utilization": factors.utilization,
+        "utilization_p10": factors.utilization_p10,
+        "utilization_p90": factors.utilization_p90,
+        "overhead": factors.overhead,
+        "overhead_p10": factors.overhead_p10,
+        "overhead_p90": factors.overhead_p90,
+        "effective": factors.effective,
+        "log_sigma": factors.log_sigma,
+        "n": factors.n,
+        "n_throughput": factors.n_throughput,
+        "combined_only": factors.combined_only,
+    }
+
+
+def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
+    return {
+        "version": factor_set.version,
+        "created_at": factor_set.created_at.isoformat(),
+        "activated_at": _iso(factor_set.activated_at),
+        "active": factor_set.version == active_version,
+        "method": factor_set.method,
+        "parameters": dict(factor_set.parameters),
+        "provenance": dict(factor_set.provenance),
+        "reconciliation_count": factor_set.reconciliation_count,
+        "backtest_score": factor_set.backtest_score,
+        "baseline_score": factor_set.baseline_score,
+        "forced": factor_set.forced,
+        "segments": [segment_view(item) for item in factor_set.segments.values()],
     }

@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -230,6 +231,7 @@ class SegmentFactorRow(Base):
     log_sigma: Mapped[float] = mapped_column(Double)  # spread of log(observed/predicted)
     n: Mapped[int] = mapped_column(Integer)
     n_throughput: Mapped[int] = mapped_column(Integer)
+    combined_only: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
     __table_args__ = (UniqueConstraint("factor_set_id", "segment"),)
 

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.db.engine import translate_error
+from service.db.factor_repositories import FactorSetRepository
 from service.db.pass_repositories import (
     PassRepository,
     ReconciliationRepository,
@@ -35,6 +36,7 @@ class SqlUnitOfWork:
         self.skips = SkipRepository(self.session)
         self.passes = PassRepository(self.session)
         self.watermarks = WatermarkRepository(self.session)
+        self.factor_sets = FactorSetRepository(self.session)
         return self
 
     def __exit__(
