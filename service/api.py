@@ -29,6 +29,7 @@ from service.metrics import metrics_response
 from service.units import parse_count, parse_since
 from service.views import (
     JSON,
+    calibrated_view,
     estimate_view,
     outcome_view,
     pass_view,
@@ -151,12 +152,18 @@ def create_app(
         hidden_size: int | None = None,
         seq_len: int | None = None,
         price_per_gpu_hour: float | None = None,
+        calibrated: bool = False,
+        factor_set: int | None = None,
     ) -> JSON:
-        body = EstimateBody(**{k: v for k, v in locals().items() if v is not None})
-        catalog = container.catalog
-        return estimate_view(
-            estimates.compute(catalog, estimates.build_request(catalog, _raw(body)))
-        )
+        body = EstimateBody(
+            params=params, tokens=tokens, gpu=gpu, gpus=gpus, precision=precision,
+            recompute=recompute, recompute_factor=recompute_factor, utilization=utilization,
+            overhead=overhead, layers=layers, hidden_size=hidden_size, seq_len=seq_len,
+            price_per_gpu_hour=price_per_gpu_hour, calibrated=calibrated, factor_set=factor_set,
+        )  # fmt: skip
+        if wants_calibration(body):
+            return calibrated_view(container.calibrated(request_of(body), body.factor_set))
+        return estimate_view(compute(body))
 
     @app.post(
         "/v1/estimates",

@@ -99,6 +99,8 @@ def test_saved_estimate_round_trips(api: TestClient) -> None:
 def test_unknown_estimate_is_a_404(api: TestClient) -> None:
     response = api.get("/v1/estimates/nope")
     assert response.status_code == 404 and "nope" in response.json()["detail"]
+    assert api.get("/v1/factors", params={"version": 9}).status_code == 404
+    assert api.get("/v1/accuracy", params={"by": "nonsense"}).status_code == 422
 
 
 def test_reconcile_history_jobs_and_metrics(
@@ -117,6 +119,15 @@ def test_reconcile_history_jobs_and_metrics(
     metrics = api.get("/metrics")
 
     assert reconciled.status_code == 200 and reconciled.json()["reconciled"] == 1
+    assert reconciled.json()["factor_set"] == 1  # every pass ends with a refit
+    factors = api.get("/v1/factors").json()
+    assert factors["version"] == 1 and factors["active"] is True
+    assert api.get("/v1/factors/history").json()["versions"][0]["version"] == 1
+    accuracy = api.get("/v1/accuracy", params={"by": "gpu_type"}).json()
+    assert accuracy["groups"][0]["group"] == "a100-80gb" and accuracy["overall"]["raw"]["n"] == 1
+    unplanned = {k: v for k, v in SEED.items() if k != "utilization"}
+    calibrated = api.get("/v1/estimate", params={**unplanned, "calibrated": True})
+    assert calibrated.json()["factor_set"] == 1 and "wall_seconds_p90" in calibrated.json()
     assert [row["estimate_id"] for row in history] == [estimate_id]
     assert history[0]["line"].startswith("predicted 649 days")
     assert jobs["passes"][0]["status"] == "succeeded" and jobs["schedule"] == "0 2 * * *"

@@ -1,0 +1,145 @@
+"""Refit, factor sets, calibrated estimates and accuracy on real databases."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from service.bootstrap import build
+from service.cli import main
+from service.config import Settings
+from tests.builders import SEED_ARGS, a_request
+from tests.integration.history import START, Truth, simulate
+
+A100 = Truth("a100-80gb", "bf16", 0.30, 0.10)
+H100 = Truth("h100-sxm", "bf16", 0.45, 0.20)
+NOW = START + timedelta(days=210)
+
+
+class FixedClock:
+    def now(self) -> datetime:
+        return NOW
+
+
+def container_for(database_url: str):  # type: ignore[no-untyped-def]
+    container = build(Settings(database_url=database_url))
+    container.__dict__["clock"] = FixedClock()
+    return container
+
+
+def test_refit_recovers_the_true_factors_and_activates_the_first_set(
+    engine: Engine, database_url: str
+) -> None:
+    simulate(engine, [A100, H100], 30)
+    container = container_for(database_url)
+
+    outcome = container.refit()
+    document = container.factor_set(None)
+    container.close()
+
+    assert outcome.activated and outcome.factor_set is not None
+    assert document["version"] == 1 and document["active"] is True
+    segments = {item["segment"]: item for item in document["segments"]}
+    for truth in (A100, H100):
+        fitted = segments[f"{truth.gpu}/{truth.precision}"]
+        assert fitted["level"] == "segment" and fitted["n"] == 30
+        assert fitted["utilization"] == pytest.approx(truth.utilization, rel=0.05)
+        assert fitted["overhead"] == pytest.approx(truth.overhead, abs=0.03)
+        assert fitted["utilization_p10"] < fitted["utilization"] < fitted["utilization_p90"]
+    assert document["provenance"]["reconciliations"] == 60
+    assert "Llama 3.1 405B" in document["provenance"]["prior_sources"]
+
+
+def test_a_refit_with_nothing_new_makes_no_new_set(engine: Engine, database_url: str) -> None:
+    simulate(engine, [A100], 10)
+    container = container_for(database_url)
+    first = container.refit()
+    second = container.refit()
+    forced = container.refit(force=True)
+    history = container.factor_history_document()
+    container.close()
+
+    assert first.factor_set is not None and second.factor_set is None
+    assert "is current" in second.message
+    assert forced.factor_set is not None and forced.factor_set.version == 2
+    assert [item["version"] for item in history["versions"]] == [1, 2]
+
+
+def test_calibrated_estimate_uses_the_active_set_and_records_it(
+    engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    simulate(engine, [A100], 30)
+    container = container_for(database_url)
+    container.refit()
+    container.close()
+    monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
+    args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
+
+    assert main(["estimate", *args, "--calibrated", "--save", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert main(["estimates", "show", answer["id"], "--json"]) == 0
+    stored = json.loads(capsys.readouterr().out)
+    assert main(["estimate", *args, "--calibrated"]) == 0
+    human = capsys.readouterr().out
+
+    assert answer["factor_set"] == 1 and answer["factor_source"] == "segment"
+    assert answer["factor_segment"] == "a100-80gb/bf16/full"  # enough runs per recompute mode
+    assert answer["wall_seconds_p10"] < answer["wall_seconds"] < answer["wall_seconds_p90"]
+    assert answer["utilization"] == pytest.approx(A100.utilization, rel=0.05)
+    assert stored["factor_set"] == 1 and stored["factor_source"] == "segment"
+    assert stored["wall_seconds_p10"] == answer["wall_seconds_p10"]
+    assert "P10 / P50 / P90" in human and "factor set 1, segment level" in human
+
+
+def test_without_any_factor_set_calibration_uses_the_wide_prior(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
+    args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
+    assert main(["estimate", *args, "--calibrated", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["factor_set"] is None and answer["factor_source"] == "prior"
+    assert answer["wall_seconds_p90"] / answer["wall_seconds_p10"] > 3  # deliberately wide
+    assert main(["estimate", *SEED_ARGS, "--calibrated"]) == 2  # u given and calibrated
+    assert main(["estimate", *args, "--factor-set", "7"]) == 3
+
+
+def test_a_gpu_without_its_own_runs_falls_back_to_all_hardware(
+    engine: Engine, database_url: str
+) -> None:
+    simulate(engine, [A100, H100], 10)
+    container = container_for(database_url)
+    container.refit()
+    answer = container.calibrated(a_request(gpu="mi300x"), None)
+    container.close()
+    assert answer.factors.level == "all" and answer.factors.segment == "*"
+    assert answer.factor_set == 1
+
+
+def test_accuracy_shows_calibration_beating_the_raw_u_0_4_plans(
+    engine: Engine, database_url: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    simulate(engine, [A100, H100], 30)
+    monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
+
+    assert main(["accuracy", "--by", "gpu_type", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert main(["accuracy", "--by", "month"]) == 0
+    table = capsys.readouterr().out
+
+    overall = document["overall"]
+    assert overall["raw"]["n"] == 60
+    assert overall["calibrated"]["n"] == 60
+    assert overall["calibrated"]["median_ape"] < overall["raw"]["median_ape"] / 2
+    groups = {group["group"]: group for group in document["groups"]}
+    # a100 ran at u = 0.30 with 10% overhead against plans at u = 0.4, f = 0: too short.
+    assert groups["a100-80gb"]["raw"]["bias"] == pytest.approx(100 * (0.3 * 0.9 / 0.4 - 1), abs=4)
+    assert groups["a100-80gb"]["raw"]["coverage"] is None  # raw plans had no range
+    assert 0.5 <= groups["a100-80gb"]["calibrated"]["coverage"] <= 1.0
+    assert "2026-01" in table and "calibrated" in table
+    assert main(["accuracy", "--by", "nonsense"]) == 2
