@@ -1,0 +1,1 @@
+"""The one-command demo (`make demo`): see __main__.py."""

@@ -1,0 +1,209 @@
+"""Reckon end to end on this machine, in about half a minute: start a local MLflow server
+(SQLite backend) on 127.0.0.1, seed a realistic history, run the nightly pass exactly as the
+scheduler does, print the accuracy table and a calibrated estimate, and stop what it started.
+
+    python -m demo            (or `make demo`)
+
+The history: the published training runs in service/data/published_runs.csv (with their
+sources), each planned the way a planner would have (u = 0.4, no overhead) and observed as
+published; the article's example (a recorded prediction of 3.5 days, a run of 80 hours);
+and a simulated year of one team's jobs on A100s and H100s with noise, restarts and a few
+runs that logged no throughput. Everything lives in .demo/ and is removed afterwards unless
+--keep is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from mlflow.tracking import MlflowClient
+
+from service import estimates
+from service.bootstrap import build
+from service.config import Settings
+from service.domain import ESTIMATE_TAG
+from service.estimates import RawInputs
+from service.priors import shipped_published_runs
+from service.scheduler import nightly_pass
+from tests.integration.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, make_training_run
+
+ROOT = Path(__file__).resolve().parents[1] / ".demo"
+METRIC = "tokens_per_second"
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Job:
+    label: str
+    raw: RawInputs
+    started_at: datetime
+    wall_seconds: float
+    compute_seconds: float | None  # None: the run logged no throughput
+    crashed_after: float | None = None  # seconds into the job a first attempt failed
+
+
+def published_jobs(now: datetime) -> list[Job]:
+    """One job per published run with enough figures (params, tokens, GPUs, hardware)."""
+    jobs = []
+    usable = [
+        run for run in shipped_published_runs()
+        if run.params and run.tokens and run.gpu_count and (run.wall_days or run.gpu_hours)
+    ]  # fmt: skip
+    for index, run in enumerate(usable):
+        assert run.params and run.tokens and run.gpu_count
+        gpu = run.gpu_type.lower().replace(" ", "-")
+        precision = (run.precision or "").split(" ")[0] or ("fp16" if "v100" in gpu else "bf16")
+        days = run.wall_days or (run.gpu_hours or 0) / run.gpu_count / 24
+        raw = RawInputs(
+            params=run.params, tokens=run.tokens, gpu=gpu, gpus=run.gpu_count,
+            precision=precision,
+        )  # fmt: skip
+        compute = None
+        if run.tokens_per_sec_per_gpu:
+            compute = run.tokens / (run.tokens_per_sec_per_gpu * run.gpu_count)
+        jobs.append(
+            Job(
+                label=f"published: {run.name}",
+                raw=raw,
+                started_at=now - timedelta(days=900 - 40 * index),
+                wall_seconds=days * 86400,
+                compute_seconds=min(compute, days * 86400) if compute else None,
+            )
+        )
+    return jobs
+
+
+def team_jobs(now: datetime, rng: np.random.Generator) -> list[Job]:
+    """A simulated year of one team's jobs: true u and overhead per segment, 8% noise."""
+    truths = {("a100-80gb", "bf16"): (0.38, 0.12), ("h100-sxm", "bf16"): (0.33, 0.18)}
+    jobs = []
+    catalog = build(Settings()).catalog
+    for i in range(60):
+        gpu, precision = list(truths)[i % 2]
+        true_u, true_f = truths[(gpu, precision)]
+        gpus = int(rng.choice([64, 128, 256, 512]))
+        params = float(rng.choice([1.3e9, 7e9, 13e9]))
+        raw = RawInputs(
+            params=params, tokens=float(rng.uniform(0.2, 1.0)) * 1e12 * gpus / 256,
+            gpu=gpu, gpus=gpus, precision=precision, recompute=str(rng.choice(["none", "full"])),
+        )  # fmt: skip
+        request = estimates.build_request(catalog, raw)
+        result = estimates.compute(catalog, request)
+        u = true_u * float(rng.lognormal(0, 0.08))
+        f = float(np.clip(true_f + rng.normal(0, 0.03), 0.02, 0.5))
+        compute = result.flops / (gpus * result.peak_flops * u)
+        wall = compute / (1 - f)
+        jobs.append(
+            Job(
+                label=f"team job {i + 1}",
+                raw=raw,
+                started_at=now - timedelta(days=365 - 5.5 * i),
+                wall_seconds=wall,
+                compute_seconds=None if i % 10 == 7 else compute,
+                crashed_after=wall * float(rng.uniform(0.2, 0.7)) if i % 5 == 3 else None,
+            )
+        )
+    return jobs
+
+
+def seed(container_settings: Settings, client: MlflowClient, experiment_id: str) -> int:
+    container = build(container_settings)
+    now = datetime.now(UTC).replace(microsecond=0)
+    jobs = published_jobs(now) + team_jobs(now, np.random.default_rng(7))
+    for job in jobs:
+        request = estimates.build_request(container.catalog, job.raw)
+        saved = estimates.save(
+            container.uow(), estimates.compute(container.catalog, request),
+            now=job.started_at - DAY, label=job.label, factor_source="default",
+        )  # fmt: skip
+        _runs(client, experiment_id, job, saved.id)
+    # The article's case: a recorded prediction of 3.5 days, a run of exactly 80 hours.
+    article = estimates.record_external(
+        container.uow(), container.catalog, predicted_seconds=3.5 * 86400, gpu="a100-80gb",
+        gpus=8, precision="bf16", now=now - 5 * DAY, label="the article's LLaMA-2 7B run",
+    )  # fmt: skip
+    start = now - 4 * DAY
+    make_training_run(
+        client, experiment_id, start=start, end=start + timedelta(hours=80),
+        tags={ESTIMATE_TAG: article.id},
+    )  # fmt: skip
+    container.close()
+    return len(jobs) + 1
+
+
+def _runs(client: MlflowClient, experiment_id: str, job: Job, estimate_id: str) -> None:
+    tags = {ESTIMATE_TAG: estimate_id}
+    metrics = {}
+    if job.compute_seconds:
+        metrics[METRIC] = job.raw.tokens / job.compute_seconds
+    end = job.started_at + timedelta(seconds=job.wall_seconds)
+    start = job.started_at
+    if job.crashed_after is not None:  # a first attempt dies; the job resumes an hour later
+        crash = start + timedelta(seconds=job.crashed_after)
+        make_training_run(
+            client, experiment_id, start=start, end=crash, status="FAILED",
+            metrics=metrics, tags=tags,
+        )  # fmt: skip
+        start = crash + timedelta(hours=1)
+    make_training_run(client, experiment_id, start=start, end=end, metrics=metrics, tags=tags)
+
+
+def reckon(*argv: str, env: dict[str, str]) -> None:
+    command = [str(Path(sys.executable).with_name("reckon")), *argv]
+    print(f"\n$ reckon {' '.join(argv)}", flush=True)
+    subprocess.run(command, env=env, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run Reckon end to end on this machine.")
+    parser.add_argument("--keep", action="store_true", help="keep .demo/ afterwards")
+    args = parser.parse_args()
+    shutil.rmtree(ROOT, ignore_errors=True)
+    ROOT.mkdir(parents=True)
+    os.environ.update(CLIENT_ENVIRONMENT)
+    try:
+        with MlflowServer(ROOT / "mlflow") as server:
+            print(f"MLflow server on {server.uri} (ready in {server.startup_seconds:.1f} s)")
+            client = MlflowClient(server.uri)
+            experiment_id = str(client.create_experiment("llm-pretraining"))
+            env = {
+                **os.environ,
+                "RECKON_DATABASE_URL": f"sqlite:///{ROOT / 'reckon.db'}",
+                "MLFLOW_TRACKING_URI": server.uri,
+                "RECKON_EXPERIMENTS": "llm-pretraining",
+            }
+            os.environ.update(env)
+            settings = Settings()
+            count = seed(settings, client, experiment_id)
+            print(f"seeded {count} estimates and their MLflow runs")
+            print("\n# the nightly pass, exactly as the scheduler runs it")
+            logging.basicConfig(level=logging.WARNING, format="%(message)s")
+            logging.getLogger("service.reconcile").setLevel(logging.INFO)
+            logging.getLogger("service.refit").setLevel(logging.INFO)
+            container = build(settings)
+            nightly_pass(container)
+            container.close()
+            reckon("history", "--limit", "6", env=env)
+            reckon("accuracy", "--by", "gpu_type", env=env)
+            reckon("factors", env=env)
+            reckon(
+                "estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb",
+                "--gpus", "8", "--recompute", "full", "--calibrated", env=env,
+            )  # fmt: skip
+    finally:
+        if not args.keep:
+            shutil.rmtree(ROOT, ignore_errors=True)
+    print("\nstopped the MLflow server; done")
+
+
+if __name__ == "__main__":
+    main()
