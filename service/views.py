@@ -3,6 +3,7 @@ both speak the same field names (DESIGN §4)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -250,21 +251,7 @@ def calibrated_view(result: Calibrated) -> JSON:
 
 
 def segment_view(factors: SegmentFactors) -> JSON:
-    return {
-        "segment": factors.segment,
-        "level": factors.level,
-        "utilization": factors.utilization,
-        "utilization_p10": factors.utilization_p10,
-        "utilization_p90": factors.utilization_p90,
-        "overhead": factors.overhead,
-        "overhead_p10": factors.overhead_p10,
-        "overhead_p90": factors.overhead_p90,
-        "effective": factors.effective,
-        "log_sigma": factors.log_sigma,
-        "n": factors.n,
-        "n_throughput": factors.n_throughput,
-        "combined_only": factors.combined_only,
-    }
+    return {**dataclasses.asdict(factors), "effective": factors.effective}
 
 
 def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:

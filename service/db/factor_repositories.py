@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -178,20 +179,7 @@ def _utc(moment: datetime) -> datetime:
 
 
 def _segment_values(factors: SegmentFactors) -> dict[str, object]:
-    return {
-        "segment": factors.segment,
-        "level": factors.level,
-        "utilization": factors.utilization,
-        "utilization_p10": factors.utilization_p10,
-        "utilization_p90": factors.utilization_p90,
-        "overhead": factors.overhead,
-        "overhead_p10": factors.overhead_p10,
-        "overhead_p90": factors.overhead_p90,
-        "log_sigma": factors.log_sigma,
-        "n": factors.n,
-        "n_throughput": factors.n_throughput,
-        "combined_only": factors.combined_only,
-    }
+    return dataclasses.asdict(factors)  # the row's columns are the domain fields
 
 
 def _segment(row: SegmentFactorRow) -> SegmentFactors:

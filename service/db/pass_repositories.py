@@ -3,6 +3,7 @@ skips, pass history and the watermark. Each returns domain objects; none commits
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -177,28 +178,8 @@ class ReconciliationRepository:
 
 
 def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
-    return {
-        "estimate_id": item.estimate_id,
-        "run_ids": ",".join(item.run_ids),
-        "gpu": item.gpu,
-        "precision": item.precision,
-        "recompute": item.recompute,
-        "started_at": item.started_at,
-        "ended_at": item.ended_at,
-        "predicted_seconds": item.predicted_seconds,
-        "predicted_seconds_p10": item.predicted_seconds_p10,
-        "predicted_seconds_p90": item.predicted_seconds_p90,
-        "observed_seconds": item.observed_seconds,
-        "observed_compute_seconds": item.observed_compute_seconds,
-        "ratio": item.ratio,
-        "error_pct": item.error_pct,
-        "abs_error_pct": item.abs_error_pct,
-        "implied_utilization": item.implied_utilization,
-        "implied_overhead": item.implied_overhead,
-        "implied_effective_utilization": item.implied_effective_utilization,
-        "factors_kind": item.factors_kind,
-        "failed_segments": item.failed_segments,
-    }
+    """The row's columns are the domain fields (run ids joined)."""
+    return {**dataclasses.asdict(item), "run_ids": ",".join(item.run_ids)}
 
 
 def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
