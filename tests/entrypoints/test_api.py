@@ -195,6 +195,9 @@ def test_state_changing_routes_need_the_token_when_one_is_set(guarded_api: TestC
     right = {"Authorization": f"Bearer {TOKEN}"}
     assert guarded_api.post("/v1/estimates", json=SEED, headers=right).status_code == 201
     assert guarded_api.post("/v1/reconcile", headers=right).status_code == 200
+    assert guarded_api.post("/v1/refit").status_code == 401
+    refit = guarded_api.post("/v1/refit", headers=right)
+    assert refit.status_code == 200 and refit.json()["factor_set"] is None  # nothing to fit
     # Reads stay open: dashboards and planners need no token.
     assert guarded_api.get("/v1/estimate", params=SEED).status_code == 200
     assert guarded_api.get("/v1/history").status_code == 200

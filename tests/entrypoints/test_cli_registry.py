@@ -143,6 +143,13 @@ def test_postgres_refuses_an_out_of_date_schema_until_db_upgrade(
         assert code == 5 and out == ""
         assert "reckon db upgrade" in err
 
+        serve = subprocess.run(
+            [RECKON, "serve", "--port", "9"], capture_output=True, text=True, timeout=60,
+            env={**os.environ, "RECKON_DATABASE_URL": url}, check=False,
+        )  # fmt: skip
+        assert serve.returncode == 5 and "reckon db upgrade" in serve.stderr
+        assert "Traceback" not in serve.stderr
+
         assert run(capsys, "db", "upgrade")[0] == 0
         code, out, _ = run(capsys, "estimate", *SEED_ARGS, "--save", "--json")
         assert code == 0
