@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     throughput_metric: str = "tokens_per_second"
     lookback_hours: float = Field(default=48.0, ge=0)
     write_back_tags: bool = True
-    half_life_days: float = Field(default=90.0, gt=0)
+    half_life_days: float = Field(default=45.0, gt=0)
 
     @property
     def experiment_list(self) -> list[str]:

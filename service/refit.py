@@ -41,15 +41,20 @@ def refit(
     reconciliation changed since the active set was made is skipped (unless forced), so a
     rerun of a pass creates no new set."""
     active = uow.factor_sets.active()
+    newest = uow.factor_sets.newest()
     changed = uow.factor_sets.last_reconciliation_change()
-    if not force and active is not None and (changed is None or changed <= active.created_at):
-        return RefitOutcome(None, False, None, None, f"factor set {active.version} is current")
+    if not force and newest is not None and (changed is None or changed <= newest.created_at):
+        return RefitOutcome(None, False, None, None, f"factor set {newest.version} is current")
     data, estimate_ids = uow.factor_sets.observations()
     if len(data) == 0:
         return RefitOutcome(None, False, None, None, "no reconciled computed estimates yet")
     segments = calibration.fit(data, prior, params, as_of=now)
+    # The gate scores both sets on runs that STARTED after the active set was made: only
+    # those did the active set predict blind, so the comparison is fair to both.
     after = None if active is None else active.created_at
-    candidate = calibration.backtest(data, after, prior, params, max_targets=BACKTEST_TARGETS)
+    candidate = calibration.backtest(
+        data, after, prior, params, max_targets=BACKTEST_TARGETS, by_start=True
+    )
     reference = active.segments if active is not None else _prior_only(prior)
     baseline = calibration.score_fixed(reference, data.take(_rows_after(data, after)))
     better = _no_worse(candidate, baseline)
@@ -100,7 +105,7 @@ def _prior_only(prior: Prior) -> dict[str, calibration.SegmentFactors]:
 def _rows_after(data: calibration.ObservationArrays, after: datetime | None) -> np.ndarray:
     rows = np.arange(len(data))
     if after is not None:
-        rows = rows[data.ended_at > after.timestamp()]
+        rows = rows[data.started_at > after.timestamp()]
     return rows[-BACKTEST_TARGETS:]  # observations are ordered by end time
 
 

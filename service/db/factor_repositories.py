@@ -64,6 +64,12 @@ class FactorSetRepository:
         )
         return None if row is None else self._load(row)
 
+    def newest(self) -> FactorSet | None:
+        row = self._session.scalar(
+            select(FactorSetRow).order_by(FactorSetRow.version.desc()).limit(1)
+        )
+        return None if row is None else self._load(row)
+
     def all(self, limit: int = 100) -> list[FactorSet]:
         """The newest `limit` sets, oldest first."""
         rows = list(

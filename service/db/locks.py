@@ -18,7 +18,6 @@ from service.db.engine import database_errors
 from service.db.tables import PassClaimRow
 
 LOCK_NAME = "reckon.reconcile"
-ADVISORY_KEY = zlib.crc32(LOCK_NAME.encode())  # stable across processes and versions
 CLAIM_TTL = timedelta(hours=2)
 
 
@@ -30,13 +29,16 @@ class PostgresAdvisoryLock:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._connection: Connection | None = None
+        self._key = 0
 
     def acquire(self) -> bool:
         with database_errors(self._engine):
             connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            got = connection.scalar(
-                text("SELECT pg_try_advisory_lock(:key)"), {"key": ADVISORY_KEY}
-            )
+            # Advisory locks are per database; key on the schema too so that deployments
+            # (or test runs) in different schemas of one database do not block each other.
+            schema = connection.scalar(text("SELECT current_schema()")) or "public"
+            self._key = zlib.crc32(f"{LOCK_NAME}:{schema}".encode())
+            got = connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": self._key})
         if not got:
             connection.close()
             return False
@@ -47,7 +49,7 @@ class PostgresAdvisoryLock:
         if self._connection is None:
             return
         try:
-            self._connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": ADVISORY_KEY})
+            self._connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self._key})
         finally:
             self._connection.close()  # closing alone would also free a session lock
             self._connection = None
