@@ -3,7 +3,6 @@ both speak the same field names (DESIGN §4)."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +18,7 @@ from service.domain import (
     SavedEstimate,
     SensitivityRow,
     Skip,
+    fields_of,
 )
 from service.estimates import Calibrated
 from service.hardware import GpuSpec
@@ -251,7 +251,7 @@ def calibrated_view(result: Calibrated) -> JSON:
 
 
 def segment_view(factors: SegmentFactors) -> JSON:
-    return {**dataclasses.asdict(factors), "effective": factors.effective}
+    return {**fields_of(factors), "effective": factors.effective}
 
 
 def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:

@@ -3,7 +3,6 @@ skips, pass history and the watermark. Each returns domain objects; none commits
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -21,7 +20,14 @@ from service.db.tables import (
     SyncStateRow,
 )
 from service.db.upsert import upsert
-from service.domain import FactorsKind, ObservedRun, PassRecord, Reconciliation, Skip
+from service.domain import (
+    FactorsKind,
+    ObservedRun,
+    PassRecord,
+    Reconciliation,
+    Skip,
+    fields_of,
+)
 
 MLFLOW_SOURCE = "mlflow"
 _RUN_FIELDS = ("experiment_id", "status", "started_at", "ended_at", "estimate_tag", "throughput")
@@ -63,12 +69,13 @@ class StagingRepository:
     def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]:
         """Keyset pages over the staged runs, so no cursor stays open between writes."""
         after = ""
+        staged = StagedRunRow.__table__  # Core rows: read once, never modified
         while True:
             rows = list(
-                self._session.scalars(
-                    select(StagedRunRow)
-                    .where(StagedRunRow.pass_id == pass_id, StagedRunRow.run_id > after)
-                    .order_by(StagedRunRow.run_id)
+                self._session.execute(
+                    select(staged)
+                    .where(staged.c.pass_id == pass_id, staged.c.run_id > after)
+                    .order_by(staged.c.run_id)
                     .limit(size)
                 )
             )
@@ -179,7 +186,7 @@ class ReconciliationRepository:
 
 def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
     """The row's columns are the domain fields (run ids joined)."""
-    return {**dataclasses.asdict(item), "run_ids": ",".join(item.run_ids)}
+    return {**fields_of(item), "run_ids": ",".join(item.run_ids)}
 
 
 def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
