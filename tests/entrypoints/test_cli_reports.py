@@ -1,0 +1,80 @@
+"""`reckon running` and `reckon report` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from service.cli import main
+from service.domain import ESTIMATE_TAG
+from tests.builders import SEED_ARGS
+from tests.integration.mlflow_server import MlflowServer, make_training_run
+
+pytestmark = pytest.mark.mlflow
+
+
+@pytest.fixture
+def reckon_env(
+    cli_env: str, mlflow_server: MlflowServer, experiment_id: str, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)
+    monkeypatch.setenv("RECKON_EXPERIMENTS", experiment_id)
+    return experiment_id
+
+
+def save(capsys: pytest.CaptureFixture[str], gpus: str = "8") -> dict[str, object]:
+    args = [a if a != "8" else gpus for a in SEED_ARGS]
+    assert main(["estimate", *args, "--save", "--json"]) == 0
+    saved: dict[str, object] = json.loads(capsys.readouterr().out)
+    return saved
+
+
+def test_running_shows_a_slip_before_the_run_ends(
+    reckon_env: str, mlflow_client: MlflowClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = save(capsys, gpus="2048")
+    compute = float(saved["compute_seconds"])  # type: ignore[arg-type]
+    make_training_run(
+        mlflow_client, reckon_env, start=datetime.now(UTC) - timedelta(hours=12), end=None,
+        status="RUNNING", metrics={"tokens_per_second": 1e12 / (compute * 1.25)},
+        tags={ESTIMATE_TAG: str(saved["id"])},
+    )  # fmt: skip
+
+    assert main(["running", "--json"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)["running"]
+    assert main(["running"]) == 0
+    human = capsys.readouterr().out
+
+    assert item["estimate_id"] == saved["id"] and item["slip_pct"] == pytest.approx(25.0)
+    assert "(+25.0%)" in human and "running 12 hours of a predicted" in human
+
+
+def test_report_writes_the_charts_and_a_page(
+    reckon_env: str,
+    mlflow_client: MlflowClient,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    saved = save(capsys, gpus="2048")
+    end = datetime.now(UTC) - timedelta(hours=1)
+    wall = float(saved["wall_seconds"])  # type: ignore[arg-type]
+    make_training_run(
+        mlflow_client, reckon_env, start=end - timedelta(seconds=wall * 1.1), end=end,
+        metrics={"tokens_per_second": 1e12 / float(saved["compute_seconds"])},  # type: ignore[arg-type]
+        tags={ESTIMATE_TAG: str(saved["id"])},
+    )  # fmt: skip
+    assert main(["reconcile"]) == 0
+    capsys.readouterr()
+
+    assert main(["report", "--out", str(tmp_path / "report")]) == 0
+    written = capsys.readouterr().out.split()
+
+    names = {Path(path).name for path in written}
+    assert {"index.html", "scatter.png", "error.png"} <= names
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "scatter.png" in page and "-9.1% under" in page
+    assert (tmp_path / "report" / "scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
