@@ -149,9 +149,20 @@ class FactorSetStore(Protocol):
 
     def all(self, limit: int = 100) -> list[FactorSet]: ...
 
-    def observations(self) -> tuple[ObservationArrays, list[str]]: ...
+    def observations(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
+        """Reconciled computed estimates that ended at or after `since` (all when None), as
+        columns ordered by end time, with their estimate ids in the same order."""
+        ...
 
-    def last_reconciliation_change(self) -> datetime | None: ...
+    def observation_arrays(
+        self, since: datetime | None = None
+    ) -> tuple[ObservationArrays, tuple[str, str] | None]:
+        """The same columns, with only the first and last estimate id (None when empty)."""
+        ...
+
+    def changed_since(self, moment: datetime) -> bool:
+        """Whether any reconciliation was written (added or updated) after `moment`."""
+        ...
 
 
 class PassLock(Protocol):

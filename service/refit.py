@@ -1,12 +1,17 @@
 """The refit use case (DESIGN §3 step 6): fit factors from every reconciled computed
 estimate, store them as a new numbered factor set with its provenance, and activate it only
-if a time-ordered backtest is no worse than the active set on the same targets."""
+if a time-ordered backtest is no worse than the active set on the same targets.
+
+Cost (DESIGN §7: 1M reconciliations within a few seconds; every nightly pass ends with a
+refit): runs older than 15 half-lives are not read (their weight is below 3e-5), the
+observations are read as columns straight into numpy, and the gate's backtest fits at most
+BACKTEST_HISTORY_ROWS rows in all, however long the history (bench/bench_refit_db.py)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -18,6 +23,10 @@ log = logging.getLogger(__name__)
 
 METHOD = "huber-log-pooled-v1"
 BACKTEST_TARGETS = 2000
+# The gate's backtest fits at most this many rows in all (a bigger history gets fewer
+# buckets and, beyond one bucket's share, a recency-weighted sample): bounded cost.
+BACKTEST_HISTORY_ROWS = 50_000
+_NOTHING = "no reconciled computed estimates ended since {} (older ones weigh nothing)"
 
 
 @dataclass(frozen=True)
@@ -42,19 +51,21 @@ def refit(
     rerun of a pass creates no new set."""
     active = uow.factor_sets.active()
     newest = uow.factor_sets.newest()
-    changed = uow.factor_sets.last_reconciliation_change()
-    if not force and newest is not None and (changed is None or changed <= newest.created_at):
+    if not force and newest is not None and not uow.factor_sets.changed_since(newest.created_at):
         return RefitOutcome(None, False, None, None, f"factor set {newest.version} is current")
-    data, estimate_ids = uow.factor_sets.observations()
-    if len(data) == 0:
-        return RefitOutcome(None, False, None, None, "no reconciled computed estimates yet")
+    # Runs older than the horizon weigh under 3e-5 of a new one: they are not read at all.
+    horizon = now - timedelta(seconds=calibration.horizon_seconds(params))
+    data, estimate_ids = uow.factor_sets.observation_arrays(since=horizon)
+    if estimate_ids is None:
+        return RefitOutcome(None, False, None, None, _NOTHING.format(horizon.date()))
     segments = calibration.fit(data, prior, params, as_of=now)
     # The gate scores both sets on runs that STARTED after the active set was made: only
     # those did the active set predict blind, so the comparison is fair to both.
     after = None if active is None else active.created_at
     candidate = calibration.backtest(
-        data, after, prior, params, max_targets=BACKTEST_TARGETS, by_start=True
-    )
+        data, after, prior, params,
+        max_targets=BACKTEST_TARGETS, by_start=True, history_rows=BACKTEST_HISTORY_ROWS,
+    )  # fmt: skip
     reference = active.segments if active is not None else _prior_only(prior)
     baseline = calibration.score_fixed(reference, data.take(_rows_after(data, after)))
     better = _no_worse(candidate, baseline)

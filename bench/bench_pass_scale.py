@@ -1,0 +1,192 @@
+"""A nightly pass costs in proportion to new runs (DESIGN §7: 50k already reconciled + 1k new
+within 1.2x of 1k new alone): the same 1k new MLflow runs are reconciled by a full pass
+(`Container.reconcile`, refit included, MLflow tag write-back off) into a fresh database
+that holds nothing else, and into one that already holds H reconciled estimates and an
+active factor set.
+
+    python -m bench.bench_pass_scale --history 50000 --new 1000 [--database-url BASE]
+
+The history is written with Core bulk inserts (bench_refit_db.write_history: estimates and
+reconciliations, no MLflow runs: they ended long before the pass's window). Two history
+cases: "typical", the active set was made a day ago, after the new runs started (so they
+are no backtest targets: the gate has nothing to score); "worst", it was made 4 days ago,
+before they started, so all of them are backtest targets. `--database-url` takes a
+PostgreSQL URL whose database gets one fresh schema per pass (dropped afterwards); the
+default is a fresh SQLite file per pass. Each case runs `--repeat` times, interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from bench.bench_refit_db import add_active_set, write_history
+from service import estimates
+from service.bootstrap import Container, build
+from service.config import Settings
+from service.db import migrate
+from service.db.engine import make_engine
+from service.db.unit_of_work import SqlUnitOfWork
+from service.domain import ESTIMATE_TAG, SavedEstimate
+from tests.builders import an_estimate
+from tests.integration.mlflow_server import (
+    CLIENT_ENVIRONMENT,
+    MlflowServer,
+    RunSpec,
+    create_runs,
+    unique_name,
+)
+
+METRIC = "tokens_per_second"
+CASES = ("alone", "typical", "worst")
+
+
+def new_runs(uri: str, n: int, now: datetime, threads: int = 4) -> tuple[str, list[SavedEstimate]]:
+    """`n` saved estimates (not stored yet) and one finished MLflow run linked to each, all
+    started about 3 days before `now` and ended 3 hours before it."""
+    from mlflow.tracking import MlflowClient
+
+    made = []
+    with tempfile.TemporaryDirectory() as tmp:  # estimates.save needs a unit of work
+        engine = make_engine(f"sqlite:///{Path(tmp) / 'scratch.db'}")
+        migrate.upgrade(engine)
+        made = [estimates.save(SqlUnitOfWork(engine), an_estimate(), now=now) for _ in range(n)]
+        engine.dispose()
+    client = MlflowClient(uri)
+    experiment_id = str(client.create_experiment(unique_name("bench-pass-scale")))
+    end = now - timedelta(hours=3)
+    specs = [
+        RunSpec(
+            start=end - timedelta(days=3, seconds=i),
+            end=end + timedelta(seconds=i % 3600),
+            metrics={METRIC: 40_000.0 + i, "loss": 2.0},
+            tags={ESTIMATE_TAG: saved.id, "team": "bench"},
+        )
+        for i, saved in enumerate(made)
+    ]
+    chunks = [specs[i::threads] for i in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda chunk: create_runs(client, experiment_id, chunk), chunks))
+    return experiment_id, made
+
+
+@contextmanager
+def fresh_database(base: str | None, tmp: Path) -> Iterator[str]:
+    if base is None:
+        yield f"sqlite:///{tmp / f'reckon-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    schema = f"bench_pass_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"))
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in base else "?"
+    try:
+        yield f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def prepare(url: str, case: str, history: int, made: list[SavedEstimate], now: datetime) -> None:
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    if case != "alone":
+        made_at = now - timedelta(days=1 if case == "typical" else 4)
+        write_history(engine, history, days=365, newest=made_at - timedelta(hours=1))
+        add_active_set(engine, build(Settings(database_url=url)), made_at)
+    with SqlUnitOfWork(engine) as uow:
+        for saved in made:
+            uow.estimates.add(saved)
+        uow.commit()
+    engine.dispose()
+
+
+def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int, int | None]:
+    """Seconds for the pass, of which the refit; reconciled runs; the active set after."""
+    container: Container = build(
+        Settings(
+            database_url=url,
+            mlflow_tracking_uri=uri,
+            experiments=experiment_id,
+            write_back_tags=False,
+        )
+    )
+    container.engine  # noqa: B018  (schema check outside the timing)
+    refit_seconds: list[float] = []
+    in_pass = container._refit_in_pass
+
+    def timed_refit(*args: object) -> int | None:
+        started = time.perf_counter()
+        try:
+            return in_pass(*args)  # type: ignore[arg-type]
+        finally:
+            refit_seconds.append(time.perf_counter() - started)
+
+    container._refit_in_pass = timed_refit  # type: ignore[method-assign,assignment]
+    started = time.perf_counter()
+    outcome = container.reconcile(trigger="bench")
+    elapsed = time.perf_counter() - started
+    container.close()
+    return elapsed, sum(refit_seconds), len(outcome.reconciled), outcome.factor_set
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--history", type=int, default=50_000)
+    parser.add_argument("--new", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--database-url", default=None, help="PostgreSQL base URL")
+    args = parser.parse_args()
+    for name, value in CLIENT_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    now = datetime.now(UTC)
+    results: dict[str, list[tuple[float, float, int, int | None]]] = {c: [] for c in CASES}
+    with tempfile.TemporaryDirectory() as tmp, MlflowServer(Path(tmp) / "mlflow") as server:
+        started = time.perf_counter()
+        experiment_id, made = new_runs(server.uri, args.new, now)
+        print(f"made {args.new} MLflow runs in {time.perf_counter() - started:.1f} s")
+        for _ in range(args.repeat):
+            for case in CASES:
+                with fresh_database(args.database_url, Path(tmp)) as url:
+                    prepare(url, case, args.history, made, now)
+                    results[case].append(one_pass(url, server.uri, experiment_id))
+    print(
+        f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+        f"{datetime.now(UTC):%Y-%m-%d}, database "
+        f"{'sqlite' if args.database_url is None else 'postgresql'}"
+    )
+    alone = statistics.median(r[0] for r in results["alone"])
+    for case in CASES:
+        rows = results[case]
+        passes = [r[0] for r in rows]
+        refits = [r[1] for r in rows]
+        label = {
+            "alone": f"{args.new} new alone",
+            "typical": f"{args.history} + {args.new} new, no gate targets",
+            "worst": f"{args.history} + {args.new} new, all {args.new} gate targets",
+        }[case]
+        print(
+            f"{label:40s} pass median {statistics.median(passes):.2f} s "
+            f"(best {min(passes):.2f}), of which refit {statistics.median(refits):.3f} s; "
+            f"reconciled {rows[-1][2]}, active set {rows[-1][3]}; "
+            f"ratio to alone {statistics.median(passes) / alone:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
