@@ -23,17 +23,10 @@ import platform
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import quote
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-
+from bench.bench_reconcile import create_linked_runs
 from bench.bench_refit_db import add_active_set, write_history
 from service import estimates
 from service.bootstrap import Container, build
@@ -41,14 +34,12 @@ from service.config import Settings
 from service.db import migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG, SavedEstimate
+from service.domain import SavedEstimate
 from tests.builders import an_estimate
+from tests.databases import empty_database
 from tests.integration.mlflow_server import (
     CLIENT_ENVIRONMENT,
     MlflowServer,
-    RunSpec,
-    create_runs,
-    unique_name,
 )
 
 METRIC = "tokens_per_second"
@@ -58,48 +49,14 @@ CASES = ("alone", "typical", "worst")
 def new_runs(uri: str, n: int, now: datetime, threads: int = 4) -> tuple[str, list[SavedEstimate]]:
     """`n` saved estimates (not stored yet) and one finished MLflow run linked to each, all
     started about 3 days before `now` and ended 3 hours before it."""
-    from mlflow.tracking import MlflowClient
-
     made = []
     with tempfile.TemporaryDirectory() as tmp:  # estimates.save needs a unit of work
         engine = make_engine(f"sqlite:///{Path(tmp) / 'scratch.db'}")
         migrate.upgrade(engine)
         made = [estimates.save(SqlUnitOfWork(engine), an_estimate(), now=now) for _ in range(n)]
         engine.dispose()
-    client = MlflowClient(uri)
-    experiment_id = str(client.create_experiment(unique_name("bench-pass-scale")))
-    end = now - timedelta(hours=3)
-    specs = [
-        RunSpec(
-            start=end - timedelta(days=3, seconds=i),
-            end=end + timedelta(seconds=i % 3600),
-            metrics={METRIC: 40_000.0 + i, "loss": 2.0},
-            tags={ESTIMATE_TAG: saved.id, "team": "bench"},
-        )
-        for i, saved in enumerate(made)
-    ]
-    chunks = [specs[i::threads] for i in range(threads)]
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda chunk: create_runs(client, experiment_id, chunk), chunks))
-    return experiment_id, made
-
-
-@contextmanager
-def fresh_database(base: str | None, tmp: Path) -> Iterator[str]:
-    if base is None:
-        yield f"sqlite:///{tmp / f'reckon-{uuid.uuid4().hex[:8]}.db'}"
-        return
-    schema = f"bench_pass_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"))
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in base else "?"
-    try:
-        yield f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    ids = [saved.id for saved in made]
+    return create_linked_runs(uri, ids, now, "bench-pass-scale", threads), made
 
 
 def prepare(url: str, case: str, history: int, made: list[SavedEstimate], now: datetime) -> None:
@@ -160,9 +117,10 @@ def main() -> None:
         started = time.perf_counter()
         experiment_id, made = new_runs(server.uri, args.new, now)
         print(f"made {args.new} MLflow runs in {time.perf_counter() - started:.1f} s")
+        dialect = "sqlite" if args.database_url is None else "postgresql"
         for _ in range(args.repeat):
             for case in CASES:
-                with fresh_database(args.database_url, Path(tmp)) as url:
+                with empty_database(dialect, Path(tmp), args.database_url) as url:
                     prepare(url, case, args.history, made, now)
                     results[case].append(one_pass(url, server.uri, experiment_id))
     print(

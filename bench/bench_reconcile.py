@@ -41,14 +41,22 @@ METRIC = "tokens_per_second"
 
 
 def populate(uri: str, engine_url: str, n: int, threads: int = 4) -> str:
-    from mlflow.tracking import MlflowClient
-
     engine = make_engine(engine_url)
     now = datetime.now(UTC)
     ids = [estimates.save(SqlUnitOfWork(engine), an_estimate(), now=now).id for _ in range(n)]
     engine.dispose()
+    return create_linked_runs(uri, ids, now, "bench-reconcile", threads)
+
+
+def create_linked_runs(
+    uri: str, estimate_ids: list[str], now: datetime, name: str, threads: int = 4
+) -> str:
+    """A new experiment with one finished run tagged for each estimate, all started about
+    3 days before `now` and ended 3 hours before it; returns the experiment id."""
+    from mlflow.tracking import MlflowClient
+
     client = MlflowClient(uri)
-    experiment_id = str(client.create_experiment(unique_name("bench-reconcile")))
+    experiment_id = str(client.create_experiment(unique_name(name)))
     end = now - timedelta(hours=3)
     specs = [
         RunSpec(
@@ -57,7 +65,7 @@ def populate(uri: str, engine_url: str, n: int, threads: int = 4) -> str:
             metrics={METRIC: 40_000.0 + i, "loss": 2.0},
             tags={ESTIMATE_TAG: estimate_id, "team": "bench"},
         )
-        for i, estimate_id in enumerate(ids)
+        for i, estimate_id in enumerate(estimate_ids)
     ]
     chunks = [specs[i::threads] for i in range(threads)]
     with ThreadPoolExecutor(threads) as pool:

@@ -25,12 +25,13 @@ def postgres_base_url() -> str | None:
 
 
 @contextmanager
-def empty_database(dialect: str, tmp_dir: Path) -> Iterator[str]:
-    """The URL of a new, empty database of this dialect, removed afterwards."""
+def empty_database(dialect: str, tmp_dir: Path, base_url: str | None = None) -> Iterator[str]:
+    """The URL of a new, empty database of this dialect, removed afterwards; PostgreSQL is
+    a fresh schema in `base_url` (default: RECKON_TEST_DATABASE_URL)."""
     if dialect == "sqlite":
         yield f"sqlite:///{tmp_dir / f'reckon-{uuid.uuid4().hex[:8]}.db'}"
         return
-    base = postgres_base_url()
+    base = base_url or postgres_base_url()
     assert base is not None
     schema = f"reckon_test_{uuid.uuid4().hex[:10]}"
     admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"))
