@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
-from tests.integration.mlflow_server import free_port
+from demo.mlflow_server import free_port
 
 BIN = Path(sys.executable).parent
 QUERY = (

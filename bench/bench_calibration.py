@@ -61,6 +61,12 @@ from pathlib import Path
 import numpy as np
 from mlflow.tracking import MlflowClient
 
+from demo.mlflow_server import (
+    CLIENT_ENVIRONMENT,
+    MlflowServer,
+    make_training_run,
+    unique_name,
+)
 from service import estimates, queries
 from service.bootstrap import Container, build
 from service.config import Settings
@@ -68,12 +74,6 @@ from service.db import migrate
 from service.db.engine import make_engine
 from service.domain import ESTIMATE_TAG, EstimateRequest, Factors, Reconciliation
 from service.estimates import RawInputs
-from tests.integration.mlflow_server import (
-    CLIENT_ENVIRONMENT,
-    MlflowServer,
-    make_training_run,
-    unique_name,
-)
 
 METRIC = "tokens_per_second"
 HISTORY_START = datetime(2025, 1, 1, tzinfo=UTC)

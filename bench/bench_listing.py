@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.integration.mlflow_server import (
+from demo.mlflow_server import (
     CLIENT_ENVIRONMENT,
     MlflowServer,
     RunSpec,

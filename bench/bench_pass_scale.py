@@ -28,6 +28,10 @@ from pathlib import Path
 
 from bench.bench_reconcile import create_linked_runs
 from bench.bench_refit_db import add_active_set, write_history
+from demo.mlflow_server import (
+    CLIENT_ENVIRONMENT,
+    MlflowServer,
+)
 from service import estimates
 from service.bootstrap import Container, build
 from service.config import Settings
@@ -37,10 +41,6 @@ from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import SavedEstimate
 from tests.builders import an_estimate
 from tests.databases import empty_database
-from tests.integration.mlflow_server import (
-    CLIENT_ENVIRONMENT,
-    MlflowServer,
-)
 
 METRIC = "tokens_per_second"
 CASES = ("alone", "typical", "worst")

@@ -20,6 +20,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.bench_listing import bare_listing
+from demo.mlflow_server import (
+    CLIENT_ENVIRONMENT,
+    MlflowServer,
+    RunSpec,
+    create_runs,
+    unique_name,
+)
 from service import estimates
 from service.bootstrap import SystemClock
 from service.db import locks, migrate
@@ -29,13 +36,6 @@ from service.domain import ESTIMATE_TAG
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, run_pass
 from tests.builders import an_estimate
-from tests.integration.mlflow_server import (
-    CLIENT_ENVIRONMENT,
-    MlflowServer,
-    RunSpec,
-    create_runs,
-    unique_name,
-)
 
 METRIC = "tokens_per_second"
 

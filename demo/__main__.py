@@ -27,14 +27,13 @@ from pathlib import Path
 import numpy as np
 from mlflow.tracking import MlflowClient
 
-from service import estimates
+from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, make_training_run
 from service.bootstrap import build
 from service.config import Settings
 from service.domain import ESTIMATE_TAG
-from service.estimates import RawInputs
+from service.inputs import RawInputs
 from service.priors import shipped_published_runs
 from service.scheduler import nightly_pass
-from tests.integration.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, make_training_run
 
 ROOT = Path(__file__).resolve().parents[1] / ".demo"
 METRIC = "tokens_per_second"
@@ -86,7 +85,7 @@ def team_jobs(now: datetime, rng: np.random.Generator) -> list[Job]:
     """A simulated year of one team's jobs: true u and overhead per segment, 8% noise."""
     truths = {("a100-80gb", "bf16"): (0.38, 0.12), ("h100-sxm", "bf16"): (0.33, 0.18)}
     jobs = []
-    catalog = build(Settings()).catalog
+    app = build(Settings())
     for i in range(60):
         gpu, precision = list(truths)[i % 2]
         true_u, true_f = truths[(gpu, precision)]
@@ -96,8 +95,7 @@ def team_jobs(now: datetime, rng: np.random.Generator) -> list[Job]:
             params=params, tokens=float(rng.uniform(0.2, 1.0)) * 1e12 * gpus / 256,
             gpu=gpu, gpus=gpus, precision=precision, recompute=str(rng.choice(["none", "full"])),
         )  # fmt: skip
-        request = estimates.build_request(catalog, raw)
-        result = estimates.compute(catalog, request)
+        result = app.estimate(raw).estimate
         u = true_u * float(rng.lognormal(0, 0.08))
         f = float(np.clip(true_f + rng.normal(0, 0.03), 0.02, 0.5))
         compute = result.flops / (gpus * result.peak_flops * u)
@@ -115,28 +113,37 @@ def team_jobs(now: datetime, rng: np.random.Generator) -> list[Job]:
     return jobs
 
 
-def seed(container_settings: Settings, client: MlflowClient, experiment_id: str) -> int:
-    container = build(container_settings)
+class SettableClock:
+    """The demo backdates each estimate to the day before its job started."""
+
+    def __init__(self, moment: datetime) -> None:
+        self.moment = moment
+
+    def now(self) -> datetime:
+        return self.moment
+
+
+def seed(settings: Settings, client: MlflowClient, experiment_id: str) -> int:
     now = datetime.now(UTC).replace(microsecond=0)
+    clock = SettableClock(now)
+    app = build(settings, clock=clock)
     jobs = published_jobs(now) + team_jobs(now, np.random.default_rng(7))
     for job in jobs:
-        request = estimates.build_request(container.catalog, job.raw)
-        saved = estimates.save(
-            container.uow(), estimates.compute(container.catalog, request),
-            now=job.started_at - DAY, label=job.label, factor_source="default",
-        )  # fmt: skip
+        clock.moment = job.started_at - DAY
+        saved = app.save(job.raw, label=job.label).saved
         _runs(client, experiment_id, job, saved.id)
     # The article's case: a recorded prediction of 3.5 days, a run of exactly 80 hours.
-    article = estimates.record_external(
-        container.uow(), container.catalog, predicted_seconds=3.5 * 86400, gpu="a100-80gb",
-        gpus=8, precision="bf16", now=now - 5 * DAY, label="the article's LLaMA-2 7B run",
+    clock.moment = now - 5 * DAY
+    article = app.record(
+        predicted_seconds=3.5 * 86400, gpu="a100-80gb", gpus=8, precision="bf16",
+        label="the article's LLaMA-2 7B run",
     )  # fmt: skip
     start = now - 4 * DAY
     make_training_run(
         client, experiment_id, start=start, end=start + timedelta(hours=80),
         tags={ESTIMATE_TAG: article.id},
     )  # fmt: skip
-    container.close()
+    app.close()
     return len(jobs) + 1
 
 
@@ -189,9 +196,9 @@ def main() -> None:
             logging.basicConfig(level=logging.WARNING, format="%(message)s")
             logging.getLogger("service.reconcile").setLevel(logging.INFO)
             logging.getLogger("service.refit").setLevel(logging.INFO)
-            container = build(settings)
-            nightly_pass(container)
-            container.close()
+            app = build(settings)
+            nightly_pass(app)
+            app.close()
             reckon("history", "--limit", "6", env=env)
             reckon("accuracy", "--by", "gpu_type", env=env)
             reckon("factors", env=env)

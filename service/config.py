@@ -1,5 +1,7 @@
-"""Settings from the environment (pydantic-settings). Built by `load_settings()`, never at
-import, so tests and entry points choose their own environment."""
+"""Settings from the environment (pydantic-settings): the one source of every variable
+Reckon reads. Built by `load_settings()`, never at import, so tests and entry points
+choose their own environment. The catalog-only commands read just RECKON_HARDWARE_FILE,
+and MLflow's client defaults are set at process start, both in `service.environment`."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.domain import InputError
+from service.domain import DEFAULT_HALF_LIFE_DAYS, InputError
+from service.environment import HARDWARE_FILE_VARIABLE
 
 DEFAULT_DATABASE_URL = "sqlite:///reckon.db"  # relative: a file in the working directory
 
@@ -19,16 +22,16 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RECKON_", extra="ignore", populate_by_name=True)
 
     database_url: str = DEFAULT_DATABASE_URL
-    hardware_file: Path | None = None
+    hardware_file: Path | None = Field(default=None, validation_alias=HARDWARE_FILE_VARIABLE)
     mlflow_tracking_uri: str | None = Field(default=None, validation_alias="MLFLOW_TRACKING_URI")
     experiments: str = ""  # comma-separated names or ids; empty means every active one
     schedule: str = "0 2 * * *"
     timezone: str = "UTC"
     api_token: str | None = None
     throughput_metric: str = "tokens_per_second"
-    lookback_hours: float = Field(default=48.0, ge=0)
+    lookback_hours: float = Field(default=48.0, ge=0, le=24 * 365 * 10)
     write_back_tags: bool = True
-    half_life_days: float = Field(default=45.0, gt=0)
+    half_life_days: float = Field(default=DEFAULT_HALF_LIFE_DAYS, gt=0)
 
     @property
     def experiment_list(self) -> list[str]:
@@ -40,5 +43,6 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as error:
         first = error.errors()[0]
-        name = "RECKON_" + "_".join(str(part) for part in first["loc"]).upper()
+        name = "_".join(str(part) for part in first["loc"]).upper()
+        name = name if name.startswith(("RECKON_", "MLFLOW_")) else "RECKON_" + name
         raise InputError(f"bad setting {name}: {first['msg']}") from None

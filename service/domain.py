@@ -14,6 +14,7 @@ RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 FORMULA_VERSION = "reckon-flops-1"  # bump when the math in flops.py changes meaning
 DEFAULT_UTILIZATION = 0.4  # the seed's baseline; used only when no factor set is asked for
 DEFAULT_OVERHEAD = 0.0
+DEFAULT_HALF_LIFE_DAYS = 45.0  # the refit's recency weighting: a run this old weighs half
 
 
 class ReckonError(Exception):
@@ -321,3 +322,19 @@ class RunningProjection:
     predicted_seconds: float
     projected_seconds: float | None  # None without a usable throughput or a computed estimate
     slip_pct: float | None  # + = projected to take longer than predicted
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """Where a database's schema stands against the code's migrations."""
+
+    database: str  # the URL without its password
+    current: str | None
+    head: str
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+
+ACCURACY_GROUPINGS = ("gpu_type", "precision", "month")  # what `accuracy --by` can group by

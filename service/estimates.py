@@ -4,13 +4,10 @@ here beyond the catalog handed in; storing estimates comes in through ports."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
-from service import calibration, flops
-from service.calibration import Prior, SegmentFactors
+from service import flops
 from service.domain import (
     ConflictError,
     Estimate,
@@ -28,26 +25,8 @@ from service.domain import (
     SensitivityRow,
 )
 from service.hardware import PRECISIONS, Catalog, normalize_precision
+from service.inputs import RawInputs
 from service.ports import UnitOfWork
-
-
-@dataclass(frozen=True)
-class RawInputs:
-    """Inputs as parsed from a command line or query string, before the catalog."""
-
-    params: float
-    tokens: float
-    gpu: str
-    gpus: int
-    precision: str = "bf16"
-    recompute: str = "none"
-    utilization: float | None = None
-    overhead: float | None = None
-    layers: int | None = None
-    hidden_size: int | None = None
-    seq_len: int | None = None
-    recompute_factor: float | None = None
-    price_per_gpu_hour: float | None = None
 
 
 def build_request(catalog: Catalog, raw: RawInputs) -> EstimateRequest:
@@ -85,48 +64,6 @@ def _recompute(text: str) -> Recompute:
 def compute(catalog: Catalog, request: EstimateRequest) -> Estimate:
     peak = catalog.peak_flops(request.hardware.gpu, request.hardware.precision)
     return flops.estimate(request, peak)
-
-
-@dataclass(frozen=True)
-class Calibrated:
-    """An estimate made with fitted factors, its P10/P50/P90 and where the factors came
-    from (the factor set version, None for the published prior, and the pooling level)."""
-
-    estimate: Estimate
-    interval: Interval
-    factors: SegmentFactors
-    factor_set: int | None
-
-
-def calibrated(
-    uow: UnitOfWork,
-    catalog: Catalog,
-    request: EstimateRequest,
-    prior: Prior,
-    version: int | None = None,
-) -> Calibrated:
-    """Use the active factor set (or the pinned `version`; without any set, the published
-    prior with its deliberately wide range). A fitted utilization above 1 (a sign of a wrong
-    peak in the catalog) is capped at 1."""
-    with uow:
-        chosen_set = uow.factor_sets.active() if version is None else uow.factor_sets.get(version)
-    if version is not None and chosen_set is None:
-        raise NotFoundError(f"no factor set with version {version}")
-    segments = (
-        chosen_set.segments
-        if chosen_set is not None
-        else {calibration.PRIOR_KEY: calibration.prior_factors(prior)}
-    )
-    hardware = request.hardware
-    factors = calibration.lookup(segments, hardware.gpu, hardware.precision, request.recompute)
-    fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
-    result = compute(catalog, dataclasses.replace(request, factors=fitted))
-    return Calibrated(
-        estimate=result,
-        interval=calibration.interval(result.wall_seconds, factors),
-        factors=factors,
-        factor_set=None if chosen_set is None else chosen_set.version,
-    )
 
 
 def plan(

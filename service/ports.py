@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from service.calibration import FactorSet, ObservationArrays
 from service.domain import (
     ObservedRun,
     PassRecord,
     Reconciliation,
     SavedEstimate,
     ScanWindow,
+    SchemaStatus,
     Skip,
 )
+
+if TYPE_CHECKING:  # the refit's types need numpy; the ports are imported at start-up
+    from service.calibration import FactorSet, ObservationArrays
 
 
 class RunSource(Protocol):
@@ -208,3 +211,17 @@ class UnitOfWork(Protocol):
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None: ...
 
     def commit(self) -> None: ...
+
+
+class SchemaAdmin(Protocol):
+    """The database schema (Alembic behind it)."""
+
+    def status(self) -> SchemaStatus: ...
+
+    def upgrade(self) -> SchemaStatus:
+        """Migrate to head; returns the new status."""
+        ...
+
+    def ensure(self) -> None:
+        """Raise UnavailableError unless the schema is at head (SQLite upgrades itself)."""
+        ...

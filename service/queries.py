@@ -36,6 +36,7 @@ class Snapshot:
     reconciliations: int
     skips: int
     median_abs_error_pct: float | None  # over the most recent reconciliations
+    median_window: int  # how many: RECENT_FOR_MEDIAN
 
 
 RECENT_FOR_MEDIAN = 200
@@ -51,4 +52,5 @@ def snapshot(uow: UnitOfWork) -> Snapshot:
             reconciliations=uow.reconciliations.count(),
             skips=uow.skips.count(),
             median_abs_error_pct=statistics.median(errors) if errors else None,
+            median_window=RECENT_FOR_MEDIAN,
         )

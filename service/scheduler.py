@@ -13,7 +13,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from service.bootstrap import Container
+from service.app import Reckon
 from service.domain import InputError, ReckonError
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,11 @@ def cron_trigger(schedule: str, timezone: str) -> CronTrigger:
         ) from None
 
 
-def nightly_pass(container: Container) -> None:
+def nightly_pass(app: Reckon) -> None:
     """The scheduled job: one pass; failures are logged (the next run heals from the
     watermark), never raised into the scheduler."""
     try:
-        outcome = container.reconcile(trigger="scheduler")
+        outcome = app.reconcile(trigger="scheduler")
         log.info("scheduled %s", outcome.summary)
     except ReckonError as error:
         log.error("scheduled reconcile pass failed: %s", error)
@@ -44,18 +44,18 @@ def nightly_pass(container: Container) -> None:
 
 
 def build_scheduler(
-    container: Container, *, blocking: bool = False, trigger: Any | None = None
+    app: Reckon, *, blocking: bool = False, trigger: Any | None = None
 ) -> BaseScheduler:
     """A scheduler with the nightly job added (not started). `trigger` replaces the cron
     (tests use a date trigger a moment ahead)."""
-    settings = container.settings
-    chosen = trigger or cron_trigger(settings.schedule, settings.timezone)
+    policy = app.policy
+    chosen = trigger or cron_trigger(policy.schedule, policy.timezone)
     scheduler_class = BlockingScheduler if blocking else BackgroundScheduler
     scheduler = scheduler_class(timezone="UTC")
     scheduler.add_job(
         nightly_pass,
         trigger=chosen,
-        args=[container],
+        args=[app],
         id=JOB_ID,
         name="reconcile MLflow runs against stored estimates",
         max_instances=1,

@@ -9,7 +9,7 @@ import signal
 import uvicorn
 
 from service.api import create_app
-from service.bootstrap import Container
+from service.app import Reckon
 from service.scheduler import build_scheduler
 
 log = logging.getLogger(__name__)
@@ -21,23 +21,23 @@ def configure_logging() -> None:
     )
 
 
-def serve(container: Container, *, host: str, port: int, with_scheduler: bool) -> None:
-    container.engine  # noqa: B018 - refuse to start on an out-of-date schema, before binding
-    scheduler = build_scheduler(container) if with_scheduler else None
-    app = create_app(
-        container,
+def serve(app: Reckon, *, host: str, port: int, with_scheduler: bool) -> None:
+    app.require_schema()  # refuse to start on an out-of-date schema, before binding
+    scheduler = build_scheduler(app) if with_scheduler else None
+    api = create_app(
+        app,
         on_startup=None if scheduler is None else scheduler.start,
         # SIGTERM: uvicorn ends the lifespan; wait=True lets a running pass finish.
         on_shutdown=None if scheduler is None else lambda: scheduler.shutdown(wait=True),
     )
     configure_logging()
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(api, host=host, port=port, log_level="info")
 
 
-def run_scheduler(container: Container) -> None:
+def run_scheduler(app: Reckon) -> None:
     """The scheduler alone, in the foreground, until SIGTERM or SIGINT."""
-    container.engine  # noqa: B018 - refuse to start on an out-of-date schema
-    scheduler = build_scheduler(container, blocking=True)
+    app.require_schema()  # refuse to start on an out-of-date schema
+    scheduler = build_scheduler(app, blocking=True)
     configure_logging()
 
     def stop(_signum: int, _frame: object) -> None:
@@ -46,5 +46,5 @@ def run_scheduler(container: Container) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for job in scheduler.get_jobs():
-        log.info("scheduler started: %s in %s", job.trigger, container.settings.timezone)
+        log.info("scheduler started: %s in %s", job.trigger, app.policy.timezone)
     scheduler.start()

@@ -7,8 +7,8 @@ from typing import Any
 
 from service import estimates
 from service.domain import Estimate, EstimateRequest
-from service.estimates import RawInputs
 from service.hardware import build_catalog
+from service.inputs import RawInputs
 
 SEED_INPUTS: dict[str, Any] = {
     "params": 7e9,

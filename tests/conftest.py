@@ -12,11 +12,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine, delete
 
+from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, unique_name
 from service.db import migrate
 from service.db.engine import make_engine
 from service.db.tables import Base
 from tests.databases import DIALECTS, empty_database, postgres_base_url
-from tests.integration.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, unique_name
 
 
 def _dialect_params() -> list[object]:

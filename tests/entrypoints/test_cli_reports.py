@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from demo.mlflow_server import MlflowServer, make_training_run
 from service.cli import main
 from service.domain import ESTIMATE_TAG
 from tests.builders import SEED_ARGS
-from tests.integration.mlflow_server import MlflowServer, make_training_run
 
 pytestmark = pytest.mark.mlflow
 

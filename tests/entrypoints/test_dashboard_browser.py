@@ -32,12 +32,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine
 
-from service import dashboard, estimates
+from demo.mlflow_server import MlflowServer, free_port, make_training_run
+from service import estimates
 from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import ESTIMATE_TAG
 from service.hardware import build_catalog
+from service.presenters import dashboard
 from tests.builders import an_estimate
-from tests.integration.mlflow_server import MlflowServer, free_port, make_training_run
 
 CHROMIUM = "/usr/bin/chromium"
 RECKON = str(Path(sys.executable).parent / "reckon")

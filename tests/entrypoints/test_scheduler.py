@@ -18,6 +18,7 @@ from apscheduler.triggers.date import DateTrigger
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine, select
 
+from demo.mlflow_server import MlflowServer, RunSpec, create_runs, free_port
 from service import estimates
 from service.bootstrap import build
 from service.config import Settings
@@ -27,7 +28,6 @@ from service.domain import ESTIMATE_TAG
 from service.scheduler import build_scheduler
 from tests.builders import an_estimate
 from tests.databases import postgres_base_url
-from tests.integration.mlflow_server import MlflowServer, RunSpec, create_runs, free_port
 
 pytestmark = pytest.mark.mlflow
 RECKON = str(Path(sys.executable).with_name("reckon"))
@@ -61,9 +61,9 @@ def test_the_scheduler_runs_the_pass_when_its_trigger_fires(
     settings = Settings(
         database_url=database_url, mlflow_tracking_uri=mlflow_server.uri, experiments=experiment_id
     )
-    container = build(settings)
+    app = build(settings)
     moment = datetime.now(UTC) + timedelta(seconds=1)
-    scheduler = build_scheduler(container, trigger=DateTrigger(run_date=moment))
+    scheduler = build_scheduler(app, trigger=DateTrigger(run_date=moment))
     scheduler.start()
     try:
         deadline = time.monotonic() + 30
@@ -73,7 +73,7 @@ def test_the_scheduler_runs_the_pass_when_its_trigger_fires(
             time.sleep(0.2)
     finally:
         scheduler.shutdown(wait=True)
-        container.close()
+        app.close()
 
     (row,) = passes(engine)
     assert row.trigger == "scheduler" and row.status == "succeeded"

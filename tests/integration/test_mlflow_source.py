@@ -10,9 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mlflow.tracking import MlflowClient
 
-from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
-from service.mlflow_source import MlflowRunSource
-from tests.integration.mlflow_server import (
+from demo.mlflow_server import (
     MlflowServer,
     RunSpec,
     create_runs,
@@ -20,6 +18,8 @@ from tests.integration.mlflow_server import (
     make_training_run,
     unique_name,
 )
+from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+from service.mlflow_source import MlflowRunSource
 
 pytestmark = pytest.mark.mlflow
 

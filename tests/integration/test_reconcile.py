@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine, func, select
 
+from demo.mlflow_server import MlflowServer, RunSpec, create_runs, make_training_run
 from service import estimates, queries
 from service.bootstrap import SystemClock
 from service.cli import main
@@ -24,7 +25,6 @@ from service.hardware import build_catalog
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
-from tests.integration.mlflow_server import MlflowServer, RunSpec, create_runs, make_training_run
 
 pytestmark = pytest.mark.mlflow
 

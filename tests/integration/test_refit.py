@@ -8,10 +8,13 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
+from service.app import Reckon
 from service.bootstrap import build
 from service.cli import main
 from service.config import Settings
-from tests.builders import SEED_ARGS, a_request
+from service.inputs import parse_inputs
+from service.presenters.json_views import factor_history_view, factors_view
+from tests.builders import SEED_ARGS, SEED_INPUTS
 from tests.integration.history import START, Truth, simulate
 
 A100 = Truth("a100-80gb", "bf16", 0.30, 0.10)
@@ -24,21 +27,19 @@ class FixedClock:
         return NOW
 
 
-def container_for(database_url: str):  # type: ignore[no-untyped-def]
-    container = build(Settings(database_url=database_url))
-    container.__dict__["clock"] = FixedClock()
-    return container
+def app_for(database_url: str) -> Reckon:
+    return build(Settings(database_url=database_url), clock=FixedClock())
 
 
 def test_refit_recovers_the_true_factors_and_activates_the_first_set(
     engine: Engine, database_url: str
 ) -> None:
     simulate(engine, [A100, H100], 30)
-    container = container_for(database_url)
+    app = app_for(database_url)
 
-    outcome = container.refit()
-    document = container.factor_set(None)
-    container.close()
+    outcome = app.refit()
+    document = factors_view(app.factors())
+    app.close()
 
     assert outcome.activated and outcome.factor_set is not None
     assert document["version"] == 1 and document["active"] is True
@@ -55,12 +56,12 @@ def test_refit_recovers_the_true_factors_and_activates_the_first_set(
 
 def test_a_refit_with_nothing_new_makes_no_new_set(engine: Engine, database_url: str) -> None:
     simulate(engine, [A100], 10)
-    container = container_for(database_url)
-    first = container.refit()
-    second = container.refit()
-    forced = container.refit(force=True)
-    history = container.factor_history_document()
-    container.close()
+    app = app_for(database_url)
+    first = app.refit()
+    second = app.refit()
+    forced = app.refit(force=True)
+    history = factor_history_view(app.factor_history())
+    app.close()
 
     assert first.factor_set is not None and second.factor_set is None
     assert "is current" in second.message
@@ -73,9 +74,9 @@ def test_calibrated_estimate_uses_the_active_set_and_records_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     simulate(engine, [A100], 30)
-    container = container_for(database_url)
-    container.refit()
-    container.close()
+    app = app_for(database_url)
+    app.refit()
+    app.close()
     monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
     args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
 
@@ -112,10 +113,12 @@ def test_a_gpu_without_its_own_runs_falls_back_to_all_hardware(
     engine: Engine, database_url: str
 ) -> None:
     simulate(engine, [A100, H100], 10)
-    container = container_for(database_url)
-    container.refit()
-    answer = container.calibrated(a_request(gpu="mi300x"), None)
-    container.close()
+    app = app_for(database_url)
+    app.refit()
+    inputs = parse_inputs({**SEED_INPUTS, "gpu": "mi300x", "utilization": None})
+    answer = app.estimate(inputs, calibrated=True).calibrated
+    app.close()
+    assert answer is not None
     assert answer.factors.level == "all" and answer.factors.segment == "*"
     assert answer.factor_set == 1
 

@@ -1,4 +1,5 @@
-"""`reckon report`'s renderer: the API's JSON documents in, PNG charts and an index.html out.
+"""`reckon report`'s renderer: the application's typed results in, PNG charts and an index.html
+out.
 What a reader of the report would notice: the charts exist and are real images, the page
 shows them with the history lines and accuracy numbers, and empty data gives a page that
 says so instead of a crash."""
@@ -10,8 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from service.calibration import FactorSet, SegmentFactors
 from service.comparison import human_line
-from service.report import write_report
+from service.domain import Reconciliation, RunningProjection
+from service.presenters.json_views import running_view
+from service.presenters.report import write_report
+from service.results import FactorHistory, ReportData
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CHARTS = ("scatter.png", "error.png", "factors.png", "coverage.png")
@@ -20,22 +25,36 @@ ENDED = datetime(2026, 10, 20, 6, 0, tzinfo=UTC)
 
 def a_history_row(
     index: int, predicted: float, observed: float, **overrides: Any
-) -> dict[str, Any]:
-    """One row as GET /v1/history returns it (service.views.reconciliation_view)."""
+) -> Reconciliation:
+    """One reconciled estimate, as the history use case returns it."""
     ended = ENDED - timedelta(days=3 * index)
-    return {
+    fields: dict[str, Any] = {
         "estimate_id": f"{index:016x}",
-        "run_ids": [f"run{index}"],
+        "run_ids": (f"run{index}",),
         "gpu": "a100-80gb" if index % 2 else "h100-sxm",
         "precision": "bf16",
-        "started_at": (ended - timedelta(seconds=observed)).isoformat(),
-        "ended_at": ended.isoformat(),
+        "recompute": "full",
+        "started_at": ended - timedelta(seconds=observed),
+        "ended_at": ended,
         "predicted_seconds": predicted,
+        "predicted_seconds_p10": None,
+        "predicted_seconds_p90": None,
         "observed_seconds": observed,
+        "observed_compute_seconds": None,
+        "ratio": observed / predicted,
         "error_pct": 100.0 * (predicted / observed - 1.0),
-        "line": human_line(predicted, observed),
-        **overrides,
+        "abs_error_pct": abs(100.0 * (predicted / observed - 1.0)),
+        "implied_utilization": None,
+        "implied_overhead": None,
+        "implied_effective_utilization": None,
+        "factors_kind": "combined",
+        "failed_segments": 0,
     }
+    return Reconciliation(**{**fields, **overrides})
+
+
+def line(row: Reconciliation) -> str:
+    return human_line(row.predicted_seconds, row.observed_seconds)
 
 
 HISTORY = [
@@ -66,46 +85,70 @@ ACCURACY: dict[str, Any] = {
 }
 
 
-def a_factor_version(version: int, *, active: bool) -> dict[str, Any]:
-    return {
-        "version": version,
-        "created_at": (ENDED + timedelta(days=version)).isoformat(),
-        "active": active,
-        "segments": [
-            {
-                "segment": segment,
-                "level": "segment",
-                "n": 3 * version,
-                "utilization": utilization,
-                "utilization_p10": utilization - 0.05,
-                "utilization_p90": utilization + 0.05,
-                "overhead": overhead,
-                "overhead_p10": overhead - 0.03,
-                "overhead_p90": overhead + 0.04,
-            }
+def a_factor_version(version: int) -> FactorSet:
+    return FactorSet(
+        version=version,
+        created_at=ENDED + timedelta(days=version),
+        activated_at=ENDED + timedelta(days=version),
+        segments={
+            segment: SegmentFactors(
+                segment=segment,
+                level="segment",
+                utilization=utilization,
+                utilization_p10=utilization - 0.05,
+                utilization_p90=utilization + 0.05,
+                overhead=overhead,
+                overhead_p10=overhead - 0.03,
+                overhead_p90=overhead + 0.04,
+                log_sigma=0.2,
+                n=3 * version,
+                n_throughput=3 * version,
+                combined_only=False,
+            )
             for segment, utilization, overhead in (
                 ("a100-80gb/bf16", 0.38 + 0.01 * version, 0.14),
                 ("h100-sxm/bf16", 0.33 + 0.02 * version, 0.20 - 0.01 * version),
             )
-        ],
-    }
+        },
+        method="test",
+        parameters={},
+        provenance={},
+        reconciliation_count=6 * version,
+        backtest_score=None,
+        baseline_score=None,
+    )
 
 
-FACTOR_HISTORY = {"versions": [a_factor_version(v, active=v == 3) for v in (1, 2, 3)]}
+FACTOR_HISTORY = FactorHistory([a_factor_version(v) for v in (1, 2, 3)], active_version=3)
+NO_FACTORS = FactorHistory([], active_version=None)
 
-RUNNING: list[dict[str, Any]] = [
-    {
-        "run_id": "d49e15184fe043b6",
-        "estimate_id": "23311988954a4480",
-        "started_at": (ENDED - timedelta(days=1)).isoformat(),
-        "elapsed_seconds": 86400.0,
-        "predicted_seconds": 138240.0,
-        "projected_seconds": 153600.0,
-        "projected_finish": None,
-        "slip_pct": 11.1,
-        "line": "running 1 day of a predicted 1 day 14 hours; projected 1 day 19 hours (+11.1%)",
-    }
+RUNNING = [
+    RunningProjection(
+        run_id="d49e15184fe043b6",
+        estimate_id="23311988954a4480",
+        started_at=ENDED - timedelta(days=1),
+        elapsed_seconds=86400.0,
+        predicted_seconds=138240.0,
+        projected_seconds=153600.0,
+        slip_pct=11.1,
+    )
 ]
+
+
+def report_data(
+    history: list[Reconciliation],
+    accuracy: dict[str, Any] | None = None,
+    factor_history: FactorHistory = NO_FACTORS,
+    running: list[RunningProjection] | None = None,
+) -> ReportData:
+    return ReportData(
+        history=history,
+        accuracy=accuracy or {},
+        factor_history=factor_history,
+        running=running or [],
+        running_error=None,
+        generated_at=ENDED,
+    )
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -118,7 +161,9 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_a_report_with_data_writes_four_charts_and_an_index_that_shows_them(
     tmp_path: Path,
 ) -> None:
-    written = write_report(tmp_path / "report", HISTORY, ACCURACY, FACTOR_HISTORY, RUNNING)
+    written = write_report(
+        tmp_path / "report", report_data(HISTORY, ACCURACY, FACTOR_HISTORY, RUNNING)
+    )
 
     out = tmp_path / "report"
     assert written == [*(out / name for name in CHARTS), out / "index.html"]
@@ -129,15 +174,15 @@ def test_a_report_with_data_writes_four_charts_and_an_index_that_shows_them(
     for name in CHARTS:
         assert f'<img src="{name}"' in page
     for row in HISTORY:
-        assert row["line"] in page and row["estimate_id"] in page
+        assert line(row) in page and row.estimate_id in page
     assert "9.1% / 5.0%" in page  # overall median |error|, raw / calibrated
     assert "n/a / 50%" in page  # h100-sxm coverage: raw unknown, calibrated 50%
-    assert RUNNING[0]["line"] in page
+    assert running_view(RUNNING[0])["line"] in page
     assert "No data yet" not in page
 
 
 def test_a_report_with_no_data_says_so_and_draws_nothing(tmp_path: Path) -> None:
-    written = write_report(tmp_path, [], None, None, [])
+    written = write_report(tmp_path, report_data([]))
 
     assert written == [tmp_path / "index.html"]
     page = (tmp_path / "index.html").read_text()
@@ -147,9 +192,9 @@ def test_a_report_with_no_data_says_so_and_draws_nothing(tmp_path: Path) -> None
 
 def test_history_alone_draws_its_charts_and_names_what_is_missing(tmp_path: Path) -> None:
     empty_accuracy = {"by": "gpu_type", "overall": {"raw": {"n": 0}, "calibrated": {"n": 0}}}
-    unusable = a_history_row(9, 3600.0, 3600.0, observed_seconds=None, error_pct=None)
+    unusable = a_history_row(9, 3600.0, 3600.0, observed_seconds=float("nan"), error_pct=None)
 
-    written = write_report(tmp_path, [*HISTORY, unusable], empty_accuracy, {"versions": []}, [])
+    written = write_report(tmp_path, report_data([*HISTORY, unusable], empty_accuracy))
 
     assert [path.name for path in written] == ["scatter.png", "error.png", "index.html"]
     page = (tmp_path / "index.html").read_text()
@@ -158,9 +203,9 @@ def test_history_alone_draws_its_charts_and_names_what_is_missing(tmp_path: Path
 
 
 def test_a_report_rewritten_without_data_drops_the_old_charts(tmp_path: Path) -> None:
-    write_report(tmp_path, HISTORY, ACCURACY, FACTOR_HISTORY, RUNNING)
+    write_report(tmp_path, report_data(HISTORY, ACCURACY, FACTOR_HISTORY, RUNNING))
 
-    write_report(tmp_path, [], None, None, [])
+    write_report(tmp_path, report_data([]))
 
     assert sorted(path.name for path in tmp_path.iterdir()) == ["index.html"]
 
@@ -168,16 +213,16 @@ def test_a_report_rewritten_without_data_drops_the_old_charts(tmp_path: Path) ->
 def test_text_from_the_data_is_escaped_in_the_page(tmp_path: Path) -> None:
     row = a_history_row(0, 3600.0, 4000.0, gpu="<script>alert(1)</script>")
 
-    write_report(tmp_path, [row], None, None, [])
+    write_report(tmp_path, report_data([row]))
 
     page = (tmp_path / "index.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
 def test_a_single_point_and_a_single_version_still_draw(tmp_path: Path) -> None:
-    one_version = {"versions": [a_factor_version(1, active=True)]}
+    one_version = FactorHistory([a_factor_version(1)], active_version=1)
 
-    written = write_report(tmp_path, HISTORY[:1], None, one_version, [])
+    written = write_report(tmp_path, report_data(HISTORY[:1], None, one_version))
 
     assert [path.name for path in written] == [
         "scatter.png",

@@ -1,23 +1,19 @@
-"""Prometheus exposition for /metrics: read from the database at scrape time (one short
-transaction), so every replica reports the same numbers and nothing is kept in memory."""
+"""Prometheus exposition for /metrics, from the snapshot the application reads at scrape
+time (one short transaction), so every replica reports the same numbers and nothing is
+kept in memory."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from service import queries
-from service.ports import UnitOfWork
+if TYPE_CHECKING:
+    from service.queries import Snapshot
 
 
-class _HasUow(Protocol):
-    def uow(self) -> UnitOfWork: ...
-
-
-def metrics_response(container: _HasUow) -> tuple[bytes, str]:
-    snap = queries.snapshot(container.uow())
+def metrics_response(snap: Snapshot) -> tuple[bytes, str]:
     registry = CollectorRegistry()
 
     def gauge(name: str, doc: str, value: float | None) -> None:
@@ -48,7 +44,7 @@ def metrics_response(container: _HasUow) -> tuple[bytes, str]:
     gauge("reckon_skipped_runs", "Runs skipped with a recorded reason so far.", snap.skips)
     gauge(
         "reckon_median_abs_error_pct",
-        f"Median absolute % error of the last {queries.RECENT_FOR_MEDIAN} reconciliations.",
+        f"Median absolute % error of the last {snap.median_window} reconciliations.",
         snap.median_abs_error_pct,
     )
     return generate_latest(registry), CONTENT_TYPE_LATEST

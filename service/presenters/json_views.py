@@ -1,12 +1,11 @@
-"""Domain objects as plain JSON-able dicts, shared by the CLI's --json and the HTTP API so
-both speak the same field names (DESIGN §4)."""
+"""Typed results as plain JSON-able dicts, shared by the CLI's --json and the HTTP API so
+both speak the same field names (DESIGN §4). Only entry points import presenters."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from service.calibration import FactorSet, SegmentFactors
 from service.comparison import human_line
 from service.domain import (
     Estimate,
@@ -16,34 +15,52 @@ from service.domain import (
     Reconciliation,
     RunningProjection,
     SavedEstimate,
-    SensitivityRow,
+    SchemaStatus,
     Skip,
     fields_of,
 )
-from service.estimates import Calibrated
 from service.hardware import GpuSpec
-from service.reconcile import PassOutcome
+from service.inputs import ESTIMATE_INPUTS
+from service.results import (
+    Answer,
+    EstimateDetail,
+    FactorHistory,
+    FactorsAnswer,
+    Health,
+    Jobs,
+    SavedAnswer,
+    Sensitivity,
+)
 from service.units import format_duration
+
+if TYPE_CHECKING:
+    from service.calibrated import Calibrated
+    from service.calibration import FactorSet, SegmentFactors
+    from service.reconcile import PassOutcome
+    from service.refit import RefitOutcome
 
 JSON = dict[str, Any]
 
 
 def request_view(request: EstimateRequest) -> JSON:
-    model, hardware = request.model, request.hardware
-    return {
+    """The validated inputs, under the names of `service.inputs.ESTIMATE_INPUTS`."""
+    model, hardware, factors = request.model, request.hardware, request.factors
+    values = {
         "params": model.params,
         "tokens": model.tokens,
-        "layers": model.layers,
-        "hidden_size": model.hidden_size,
-        "seq_len": model.seq_len,
         "gpu": hardware.gpu,
         "gpus": hardware.gpus,
         "precision": hardware.precision,
         "recompute": request.recompute,
-        "utilization": request.factors.utilization,
-        "overhead": request.factors.overhead,
+        "recompute_factor": request.recompute_factor,
+        "utilization": factors.utilization,
+        "overhead": factors.overhead,
+        "layers": model.layers,
+        "hidden_size": model.hidden_size,
+        "seq_len": model.seq_len,
         "price_per_gpu_hour": request.price_per_gpu_hour,
     }
+    return {spec.name: values[spec.name] for spec in ESTIMATE_INPUTS}
 
 
 def estimate_view(result: Estimate) -> JSON:
@@ -76,9 +93,9 @@ def plan_view(plan: Plan) -> JSON:
     }
 
 
-def sensitivity_view(base: Estimate, rows: list[SensitivityRow]) -> JSON:
+def sensitivity_view(table: Sensitivity) -> JSON:
     return {
-        "base": estimate_view(base),
+        "base": estimate_view(table.base),
         "rows": [
             {
                 "variable": row.variable,
@@ -88,7 +105,7 @@ def sensitivity_view(base: Estimate, rows: list[SensitivityRow]) -> JSON:
                 "change_pct": row.change_pct,
                 "is_base": row.is_base,
             }
-            for row in rows
+            for row in table.rows
         ],
     }
 
@@ -269,3 +286,87 @@ def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
         "forced": factor_set.forced,
         "segments": [segment_view(item) for item in factor_set.segments.values()],
     }
+
+
+def answer_view(answer: Answer) -> JSON:
+    """`reckon estimate --json` and GET /v1/estimate."""
+    if answer.calibrated is not None:
+        return calibrated_view(answer.calibrated)
+    return {**estimate_view(answer.estimate), "factor_source": answer.factor_source}
+
+
+def saved_answer_view(item: SavedAnswer) -> JSON:
+    """`reckon estimate --save --json` and POST /v1/estimates: the answer and its identity."""
+    return {**answer_view(item.answer), **saved_view(item.saved, [])}
+
+
+def detail_view(detail: EstimateDetail) -> JSON:
+    return saved_view(detail.saved, detail.run_ids)
+
+
+def factors_view(answer: FactorsAnswer) -> JSON:
+    if answer.factor_set is None:
+        return {
+            "version": None,
+            "active": False,
+            "message": "no factor set yet: calibrated estimates use the published prior",
+            "prior_sources": answer.prior_sources,
+            "segments": [segment_view(item) for item in answer.prior_segments],
+        }
+    return factor_set_view(answer.factor_set, answer.active_version)
+
+
+def factor_history_view(history: FactorHistory) -> JSON:
+    return {"versions": [factor_set_view(item, history.active_version) for item in history.sets]}
+
+
+def refit_view(outcome: RefitOutcome) -> JSON:
+    """`reckon refit --json` and POST /v1/refit."""
+    return {
+        "factor_set": None if outcome.factor_set is None else outcome.factor_set.version,
+        "activated": outcome.activated,
+        "backtest": None if outcome.candidate is None else fields_of(outcome.candidate),
+        "baseline": None if outcome.baseline is None else fields_of(outcome.baseline),
+        "message": outcome.message,
+    }
+
+
+def jobs_view(jobs: Jobs) -> JSON:
+    return {
+        "schedule": jobs.schedule,
+        "timezone": jobs.timezone,
+        "passes": [pass_view(item) for item in jobs.passes],
+    }
+
+
+def health_view(health: Health) -> JSON:
+    return {
+        "status": "ok" if health.ready else "failing",
+        "database": health.database,
+        "mlflow": health.mlflow,
+    }
+
+
+def schema_view(status: SchemaStatus) -> JSON:
+    return {
+        "database": status.database,
+        "current": status.current,
+        "head": status.head,
+        "up_to_date": status.up_to_date,
+    }
+
+
+def hardware_view(specs: list[GpuSpec]) -> JSON:
+    return {"gpus": [gpu_view(spec) for spec in specs]}
+
+
+def history_view(rows: list[Reconciliation]) -> JSON:
+    return {"history": [reconciliation_view(row) for row in rows]}
+
+
+def estimates_view(saved: list[SavedEstimate]) -> JSON:
+    return {"estimates": [saved_view(item) for item in saved]}
+
+
+def running_list_view(items: list[RunningProjection]) -> JSON:
+    return {"running": [running_view(item) for item in items]}

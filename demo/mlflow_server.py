@@ -1,6 +1,6 @@
-"""A real `mlflow server` for tests and benchmarks (plain class, no pytest), and builders
-that write MLflow runs the way a training job does: explicit start and end times, metrics
-logged over several steps, tags."""
+"""A real `mlflow server` for the demo, the tests and the benchmarks (a plain class, no
+pytest), and builders that write MLflow runs the way a training job does: explicit start
+and end times, metrics logged over several steps, tags."""
 
 from __future__ import annotations
 

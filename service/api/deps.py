@@ -1,0 +1,35 @@
+"""What every route depends on: the application object (on the app's state) and the
+bearer token that guards state-changing routes when RECKON_API_TOKEN is set."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from service.app import Reckon
+
+
+class Unauthorized(Exception):
+    """Raised by `require_token`; answered 401 with a WWW-Authenticate header."""
+
+
+def reckon(request: Request) -> Reckon:
+    app: Reckon = request.app.state.reckon
+    return app
+
+
+App = Annotated[Reckon, Depends(reckon)]
+
+
+def require_token(app: App, authorization: Annotated[str | None, Header()] = None) -> None:
+    expected = app.policy.api_token
+    if not expected:
+        return
+    given = (authorization or "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise Unauthorized()
+
+
+GUARDED = [Depends(require_token)]

@@ -1,0 +1,29 @@
+"""Routes for operators: readiness, Prometheus metrics, the dashboard page."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from service.api.deps import App
+from service.presenters import dashboard, json_views
+from service.presenters.metrics import metrics_response
+
+router = APIRouter()
+
+
+@router.get("/healthz", summary="Database and MLflow reachable")
+def healthz(app: App) -> JSONResponse:
+    health = app.health()
+    return JSONResponse(json_views.health_view(health), 200 if health.ready else 503)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+def metrics(app: App) -> Response:
+    body, content_type = metrics_response(app.metrics())
+    return Response(body, media_type=content_type)
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+def dashboard_page() -> HTMLResponse:
+    return HTMLResponse(dashboard.page())

@@ -1,0 +1,377 @@
+"""The application object: every use case Reckon offers is one method of `Reckon`, with
+typed arguments and a typed result (frozen dataclasses; presenters turn them into text or
+JSON). The CLI, the API and the scheduler call these methods and nothing below them. The
+methods own the transaction boundaries; the adapters arrive as small factories from
+`service.bootstrap`, so nothing is opened until a use case needs it.
+
+Why some imports sit inside methods: `reckon estimate` must start in well under 0.3 s
+(DESIGN §7), so the refit's numerics (numpy) and the pass load only where they are used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from service import estimates
+from service.domain import (
+    DEFAULT_HALF_LIFE_DAYS,
+    FactorSource,
+    InputError,
+    NotFoundError,
+    Plan,
+    ReckonError,
+    Reconciliation,
+    RunningProjection,
+    SavedEstimate,
+    SchemaStatus,
+    UnavailableError,
+)
+from service.hardware import Catalog, GpuSpec
+from service.inputs import RawInputs
+from service.ports import Clock, PassLock, RunSource, SchemaAdmin, UnitOfWork
+from service.results import (
+    Answer,
+    EstimateDetail,
+    FactorHistory,
+    FactorsAnswer,
+    Health,
+    Jobs,
+    ReportData,
+    SavedAnswer,
+    Sensitivity,
+)
+from service.units import parse_since
+
+if TYPE_CHECKING:
+    from service.calibration import FitParameters, Prior
+    from service.queries import Snapshot
+    from service.reconcile import PassOutcome
+    from service.refit import RefitOutcome
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the settings decide for the use cases (built from `Settings` by bootstrap)."""
+
+    lookback_hours: float = 48.0
+    write_back_tags: bool = True
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    schedule: str = "0 2 * * *"
+    timezone: str = "UTC"
+    api_token: str | None = None  # the bearer token the API's state-changing routes require
+
+
+@dataclass(frozen=True)
+class Adapters:
+    """The ports, as factories: each call to `unit_of_work()` is one new transaction."""
+
+    catalog: Callable[[], Catalog]
+    unit_of_work: Callable[[], UnitOfWork]
+    run_source: Callable[[], RunSource]
+    pass_lock: Callable[[], PassLock]
+    schema: Callable[[], SchemaAdmin]
+    prior: Callable[[], Prior]
+    clock: Clock
+    close: Callable[[], None] = lambda: None
+
+
+class Reckon:
+    """The use cases. Built by `service.bootstrap.build(settings)`; `close()` releases
+    whatever adapters were opened."""
+
+    def __init__(self, adapters: Adapters, policy: Callable[[], Policy]) -> None:
+        self._adapters = adapters
+        self._policy = policy
+
+    @cached_property
+    def policy(self) -> Policy:
+        """Read on first use: the catalog-only commands never load the settings."""
+        return self._policy()
+
+    @property
+    def clock(self) -> Clock:
+        return self._adapters.clock
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._adapters.catalog()
+
+    def close(self) -> None:
+        self._adapters.close()
+
+    # --- planning: catalog only, no database -----------------------------------------------
+
+    def hardware(self) -> list[GpuSpec]:
+        return self.catalog.gpus()
+
+    def estimate(
+        self, inputs: RawInputs, *, calibrated: bool = False, factor_set: int | None = None
+    ) -> Answer:
+        """With the given factors (else the defaults), or with fitted ones when `calibrated`
+        or a pinned `factor_set` is asked for; both at once is an error, not a choice."""
+        request = estimates.build_request(self.catalog, inputs)
+        if not (calibrated or factor_set is not None):
+            source: FactorSource = "given" if inputs.factors_given else "default"
+            return Answer(estimates.compute(self.catalog, request), source)
+        if inputs.factors_given:
+            raise InputError("calibrated estimates use fitted factors; drop utilization/overhead")
+        from service import calibrated as calibrated_use_case
+
+        answer = calibrated_use_case.calibrated(
+            self._adapters.unit_of_work(), self.catalog, request, self._adapters.prior(), factor_set
+        )
+        return Answer(answer.estimate, answer.factors.level, answer)
+
+    def save(
+        self,
+        inputs: RawInputs,
+        *,
+        calibrated: bool = False,
+        factor_set: int | None = None,
+        label: str | None = None,
+    ) -> SavedAnswer:
+        """Estimate and store it as an immutable prediction."""
+        answer = self.estimate(inputs, calibrated=calibrated, factor_set=factor_set)
+        fitted = answer.calibrated
+        saved = estimates.save(
+            self._adapters.unit_of_work(),
+            answer.estimate,
+            now=self.clock.now(),
+            label=label,
+            interval=None if fitted is None else fitted.interval,
+            factor_set_version=None if fitted is None else fitted.factor_set,
+            factor_source=answer.factor_source,
+        )
+        return SavedAnswer(answer, saved)
+
+    def plan(self, inputs: RawInputs, deadline_seconds: float, multiple_of: int = 1) -> Plan:
+        """The fewest GPUs (a multiple of `multiple_of`) whose wall time meets the deadline;
+        `inputs.gpus` is ignored."""
+        request = estimates.build_request(self.catalog, inputs)
+        return estimates.plan(self.catalog, request, deadline_seconds, multiple_of)
+
+    def sensitivity(self, inputs: RawInputs, vary: Mapping[str, list[str]]) -> Sensitivity:
+        request = estimates.build_request(self.catalog, inputs)
+        base, rows = estimates.sensitivity(self.catalog, request, dict(vary))
+        return Sensitivity(base, rows)
+
+    # --- the registry ---------------------------------------------------------------------
+
+    def record(
+        self,
+        *,
+        predicted_seconds: float,
+        gpu: str,
+        gpus: int,
+        precision: str,
+        label: str | None = None,
+    ) -> SavedEstimate:
+        """A planner's own prediction: a duration and the run configuration."""
+        return estimates.record_external(
+            self._adapters.unit_of_work(),
+            self.catalog,
+            predicted_seconds=predicted_seconds,
+            gpu=gpu,
+            gpus=gpus,
+            precision=precision,
+            now=self.clock.now(),
+            label=label,
+        )
+
+    def link(self, estimate_id: str, run_id: str) -> bool:
+        """True when a new link was made, False when it already existed."""
+        return estimates.link(
+            self._adapters.unit_of_work(), estimate_id, run_id, now=self.clock.now()
+        )
+
+    def estimate_detail(self, estimate_id: str) -> EstimateDetail:
+        saved, run_ids = estimates.show(self._adapters.unit_of_work(), estimate_id)
+        return EstimateDetail(saved, run_ids)
+
+    def list_estimates(self, *, limit: int = 50, gpu: str | None = None) -> list[SavedEstimate]:
+        return estimates.list_saved(
+            self._adapters.unit_of_work(), limit=limit, gpu=self._gpu_name(gpu)
+        )
+
+    # --- the loop: reconcile, refit, read the history ---------------------------------------
+
+    def reconcile(
+        self,
+        *,
+        trigger: str,
+        since: str | None = None,
+        full: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> PassOutcome:
+        """The one pass every entry point runs (CLI, API, scheduler): pull, compare, store,
+        refit. `since` (a date or a duration back from now) or `full` rescan older runs."""
+        if since is not None and full:
+            raise InputError("since and full are alternatives; give one")
+        from service import reconcile
+
+        options = reconcile.PassOptions(
+            lookback=timedelta(hours=self.policy.lookback_hours),
+            since=self._since(since),
+            full=full,
+            trigger=trigger,
+            write_back=self.policy.write_back_tags,
+        )
+        return reconcile.run_pass(
+            self._adapters.unit_of_work(),
+            self._adapters.run_source(),
+            self._adapters.pass_lock(),
+            self.clock,
+            options,
+            refit=self._refit_in_pass,
+            on_progress=on_progress,
+        )
+
+    def refit(self, *, force: bool = False) -> RefitOutcome:
+        """One refit now, in its own transaction."""
+        from service.refit import refit
+
+        with self._adapters.unit_of_work() as uow:
+            outcome = refit(
+                uow, self._adapters.prior(), self.fit_parameters, self.clock.now(), force=force
+            )
+            uow.commit()
+        return outcome
+
+    def _refit_in_pass(self, uow: UnitOfWork, _pass_id: int, now: datetime) -> int | None:
+        """Every pass ends with a refit, in the pass's transaction; returns the active set."""
+        from service.refit import refit
+
+        refit(uow, self._adapters.prior(), self.fit_parameters, now)
+        active = uow.factor_sets.active()
+        return None if active is None else active.version
+
+    @property
+    def fit_parameters(self) -> FitParameters:
+        from service.calibration import FitParameters
+
+        return FitParameters(half_life_days=self.policy.half_life_days)
+
+    def history(
+        self, *, since: str | None = None, gpu: str | None = None, limit: int | None = None
+    ) -> list[Reconciliation]:
+        from service import queries
+
+        return queries.history(
+            self._adapters.unit_of_work(),
+            since=self._since(since),
+            gpu=self._gpu_name(gpu),
+            limit=limit,
+        )
+
+    def accuracy(self, *, by: str | None = None, since: str | None = None) -> dict[str, object]:
+        from service import accuracy
+
+        return accuracy.accuracy(
+            self._adapters.unit_of_work(),
+            self._adapters.prior(),
+            self.fit_parameters,
+            by=by,
+            since=self._since(since),
+        )
+
+    def factors(self, version: int | None = None) -> FactorsAnswer:
+        """The active factor set, or the one pinned by `version`."""
+        from service import calibration
+
+        with self._adapters.unit_of_work() as uow:
+            active = uow.factor_sets.active()
+            chosen = active if version is None else uow.factor_sets.get(version)
+        if chosen is None and version is not None:
+            raise NotFoundError(f"no factor set with version {version}")
+        prior = self._adapters.prior()
+        return FactorsAnswer(
+            factor_set=chosen,
+            active_version=None if active is None else active.version,
+            prior_segments=[calibration.prior_factors(prior)],
+            prior_sources=list(prior.sources),
+        )
+
+    def factor_history(self) -> FactorHistory:
+        with self._adapters.unit_of_work() as uow:
+            active = uow.factor_sets.active()
+            sets = uow.factor_sets.all()
+        return FactorHistory(sets, None if active is None else active.version)
+
+    def running(self) -> list[RunningProjection]:
+        from service import running
+
+        return running.running(
+            self._adapters.unit_of_work(), self._adapters.run_source(), self.clock.now()
+        )
+
+    def jobs(self, limit: int = 20) -> Jobs:
+        from service import queries
+
+        passes = queries.passes(self._adapters.unit_of_work(), limit)
+        return Jobs(self.policy.schedule, self.policy.timezone, passes)
+
+    # --- operations ------------------------------------------------------------------------
+
+    def health(self) -> Health:
+        """Readiness: the database must answer; MLflow is reported, not required."""
+        database = self._check(self._ping_database)
+        return Health(database=database, mlflow=self._check(self._ping_mlflow))
+
+    def _ping_database(self) -> None:
+        with self._adapters.unit_of_work() as uow:
+            uow.passes.recent(1)
+
+    def _ping_mlflow(self) -> None:
+        self._adapters.run_source().ping()
+
+    @staticmethod
+    def _check(probe: Callable[[], None]) -> str:
+        try:
+            probe()
+        except ReckonError as error:
+            return str(error)
+        return "ok"
+
+    def metrics(self) -> Snapshot:
+        from service import queries
+
+        return queries.snapshot(self._adapters.unit_of_work())
+
+    def report(self) -> ReportData:
+        """What `reckon report` draws: the history, accuracy by GPU, every factor set and
+        the running runs (left out, with the reason, when MLflow is down or unset)."""
+        running: list[RunningProjection] = []
+        running_error = None
+        try:
+            running = self.running()
+        except (UnavailableError, InputError) as error:
+            running_error = str(error)
+        return ReportData(
+            history=self.history(),
+            accuracy=self.accuracy(by="gpu_type"),
+            factor_history=self.factor_history(),
+            running=running,
+            running_error=running_error,
+            generated_at=self.clock.now(),
+        )
+
+    def schema_status(self) -> SchemaStatus:
+        return self._adapters.schema().status()
+
+    def upgrade_schema(self) -> SchemaStatus:
+        return self._adapters.schema().upgrade()
+
+    def require_schema(self) -> None:
+        """Refuse to serve on an out-of-date schema (SQLite upgrades itself here)."""
+        self._adapters.schema().ensure()
+
+    # --- shared parsing of what every entry point passes as text ------------------------------
+
+    def _since(self, text: str | None) -> datetime | None:
+        return None if text is None else parse_since(text)
+
+    def _gpu_name(self, gpu: str | None) -> str | None:
+        return None if gpu is None else self.catalog.resolve(gpu).name

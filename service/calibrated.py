@@ -1,0 +1,57 @@
+"""Use case: estimates made with fitted factors (the active or a pinned factor set, else the
+published prior) and their P10/P50/P90. Apart from `estimates` because it needs the refit's
+numerical model (numpy), which the planning commands must not pay for at start-up."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from service import calibration
+from service.calibration import Prior, SegmentFactors
+from service.domain import Estimate, EstimateRequest, Factors, Interval, NotFoundError
+from service.estimates import compute
+from service.hardware import Catalog
+from service.ports import UnitOfWork
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """An estimate made with fitted factors, its P10/P50/P90 and where the factors came
+    from (the factor set version, None for the published prior, and the pooling level)."""
+
+    estimate: Estimate
+    interval: Interval
+    factors: SegmentFactors
+    factor_set: int | None
+
+
+def calibrated(
+    uow: UnitOfWork,
+    catalog: Catalog,
+    request: EstimateRequest,
+    prior: Prior,
+    version: int | None = None,
+) -> Calibrated:
+    """Use the active factor set (or the pinned `version`; without any set, the published
+    prior with its deliberately wide range). A fitted utilization above 1 (a sign of a wrong
+    peak in the catalog) is capped at 1."""
+    with uow:
+        chosen_set = uow.factor_sets.active() if version is None else uow.factor_sets.get(version)
+    if version is not None and chosen_set is None:
+        raise NotFoundError(f"no factor set with version {version}")
+    segments = (
+        chosen_set.segments
+        if chosen_set is not None
+        else {calibration.PRIOR_KEY: calibration.prior_factors(prior)}
+    )
+    hardware = request.hardware
+    factors = calibration.lookup(segments, hardware.gpu, hardware.precision, request.recompute)
+    fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
+    result = compute(catalog, dataclasses.replace(request, factors=fitted))
+    return Calibrated(
+        estimate=result,
+        interval=calibration.interval(result.wall_seconds, factors),
+        factors=factors,
+        factor_set=None if chosen_set is None else chosen_set.version,
+    )

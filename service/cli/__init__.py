@@ -1,0 +1,61 @@
+"""The `reckon` command line: thin commands (parse, call one method of the application
+object, render with a presenter), grouped by module: planning, registry, loop, ops. Every
+error a user can cause ends as one line on stderr and a non-zero exit code, here in
+`main()`, from the one table `EXIT_CODES`; no command prints a traceback."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+from service.cli import loop, ops, planning, registry  # noqa: F401 - they register commands
+from service.cli.base import cli
+from service.domain import ConflictError, InputError, NotFoundError, ReckonError, UnavailableError
+from service.environment import prepare_process
+
+EXIT_CODES: dict[type[ReckonError], int] = {
+    InputError: 2,
+    NotFoundError: 3,
+    ConflictError: 4,
+    UnavailableError: 5,
+}
+
+__all__ = ["EXIT_CODES", "cli", "main", "run"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: maps every user-facing failure to one line and an exit code."""
+    prepare_process()
+    try:
+        result = cli.main(args=argv, prog_name="reckon", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as bare:
+        click.echo(bare.ctx.get_help() if bare.ctx else "reckon --help")
+        return 0
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as error:
+        click.echo(f"reckon: error: {error.format_message()}", err=True)
+        return error.exit_code
+    except click.exceptions.Abort:
+        click.echo("reckon: aborted", err=True)
+        return 130
+    except ReckonError as error:
+        click.echo(f"reckon: error: {error}", err=True)
+        return exit_code(error)
+    return result if isinstance(result, int) else 0
+
+
+def exit_code(error: ReckonError) -> int:
+    for kind, code in EXIT_CODES.items():
+        if isinstance(error, kind):
+            return code
+    return 1
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+functools.update_wrapper(run, main)

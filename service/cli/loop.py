@@ -1,0 +1,74 @@
+"""Commands of the loop: reconcile, history, running, refit, factors, accuracy."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from service.cli.base import application, cli, json_option, output
+from service.domain import ACCURACY_GROUPINGS
+from service.presenters import json_views, text
+
+
+@cli.command()
+@click.option("--since", default=None, help="Rescan runs that ended after this date (backfill).")
+@click.option("--full", is_flag=True, help="Rescan every run MLflow has.")
+@json_option
+def reconcile(since: str | None, full: bool, as_json: bool) -> None:
+    """One pass now: pull finished runs from MLflow, compare, store (as the scheduler does)."""
+    show_progress = not as_json and sys.stderr.isatty()
+    outcome = application().reconcile(
+        trigger="cli", since=since, full=full, on_progress=_progress if show_progress else None
+    )
+    if show_progress:
+        click.echo("", err=True)
+    output(as_json, outcome, json_views.outcome_view, text.outcome_text)
+
+
+def _progress(runs_seen: int) -> None:
+    click.echo(f"\rscanned {runs_seen:,} runs", err=True, nl=False)
+
+
+@cli.command(name="running")
+@json_option
+def running_command(as_json: bool) -> None:
+    """Linked runs still RUNNING, with a projected finish against the plan."""
+    output(as_json, application().running(), json_views.running_list_view, text.running_text)
+
+
+@cli.command()
+@click.option("--since", default=None, help="Only runs that ended after this date.")
+@click.option("--gpu", default=None, help="Only this GPU model.")
+@click.option("--limit", type=click.IntRange(1, 1_000_000), default=None, help="At most N rows.")
+@json_option
+def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool) -> None:
+    """Predicted against observed, per estimate, newest first."""
+    rows = application().history(since=since, gpu=gpu, limit=limit)
+    output(as_json, rows, json_views.history_view, text.history_text)
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Activate the new set even if its backtest is worse.")
+@json_option
+def refit(force: bool, as_json: bool) -> None:
+    """Fit utilization and overhead per segment from the reconciled history now."""
+    output(as_json, application().refit(force=force), json_views.refit_view, lambda o: o.message)
+
+
+@cli.command()
+@click.option("--version", "version", type=int, default=None, help="This version, not the active.")
+@json_option
+def factors(version: int | None, as_json: bool) -> None:
+    """The factor set per segment: utilization, overhead, their P10-P90 ranges, n, level."""
+    output(as_json, application().factors(version), json_views.factors_view, text.factors_text)
+
+
+@cli.command(name="accuracy")
+@click.option("--by", type=click.Choice(ACCURACY_GROUPINGS), default=None, help="Group the scores.")
+@click.option("--since", default=None, help="Only runs that ended after this date.")
+@json_option
+def accuracy_command(by: str | None, since: str | None, as_json: bool) -> None:
+    """How wrong were we: n, median APE, MAPE, bias and P10-P90 coverage, raw and calibrated."""
+    document = application().accuracy(by=by, since=since)
+    output(as_json, document, lambda d: d, text.accuracy_text)

@@ -1,0 +1,32 @@
+"""What a process reads or sets before, and without, the settings: the one documented
+place for environment handling outside `service.config.Settings`.
+
+- The catalog-only commands (`estimate`, `plan`, `sensitivity`, `hardware`) need only the
+  user's hardware file. They read it here without loading pydantic-settings, whose import
+  alone costs 0.2-0.3 s against DESIGN §7's 0.3 s start-up bar. It is the same variable
+  that `Settings.hardware_file` declares.
+- MLflow's client takes its retries and timeout only from its own environment variables,
+  and retries for minutes by default (a dead server would stall a pass). Every entry point
+  calls `prepare_process()` once at start; a value the user exported wins."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+
+HARDWARE_FILE_VARIABLE = "RECKON_HARDWARE_FILE"
+MLFLOW_CLIENT_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",  # the adapter retries briefly on top
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",  # seconds per request
+}
+
+
+def hardware_file(environ: Mapping[str, str] = os.environ) -> Path | None:
+    value = environ.get(HARDWARE_FILE_VARIABLE, "").strip()
+    return Path(value) if value else None
+
+
+def prepare_process(environ: MutableMapping[str, str] = os.environ) -> None:
+    for name, value in MLFLOW_CLIENT_DEFAULTS.items():
+        environ.setdefault(name, value)

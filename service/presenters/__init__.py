@@ -1,0 +1,2 @@
+"""Presenters: typed results into output (JSON views, CLI text, the static report, the
+dashboard page, Prometheus metrics). Only entry points import them."""

@@ -1,0 +1,239 @@
+"""The CLI's human output: typed results as lines of text. Every field the JSON view has
+that a reader needs is here too; the JSON views (json_views.py) stay the full record."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from service.comparison import human_line
+from service.domain import (
+    Estimate,
+    Plan,
+    Reconciliation,
+    RunningProjection,
+    SavedEstimate,
+    SchemaStatus,
+)
+from service.hardware import PRECISIONS, GpuSpec
+from service.presenters.json_views import factors_view, running_view
+from service.results import Answer, EstimateDetail, FactorsAnswer, SavedAnswer, Sensitivity
+from service.units import format_duration
+
+if TYPE_CHECKING:
+    from service.reconcile import PassOutcome
+
+
+def estimate_text(result: Estimate) -> str:
+    request = result.request
+    hardware, factors = request.hardware, request.factors
+    lines = [
+        f"{request.model.params:.3g} params x {request.model.tokens:.3g} tokens on "
+        f"{hardware.gpus} x {hardware.gpu} ({hardware.precision}, recompute {request.recompute})",
+        f"  wall time        {format_duration(result.wall_seconds)}"
+        f"  ({result.wall_seconds:,.0f} s)",
+        f"  compute time     {format_duration(result.compute_seconds)}",
+        f"  FLOPs            {result.flops:.3e} hardware, {result.model_flops:.3e} model"
+        f" (recompute x{result.recompute_factor:.4g})",
+        f"  peak per GPU     {result.peak_flops / 1e12:,.4g} TFLOP/s (dense)",
+        f"  utilization      {factors.utilization:.1%} (MFU {result.mfu:.1%}),"
+        f" overhead {factors.overhead:.1%}",
+        f"  GPU-hours        {result.gpu_hours:,.0f}",
+        f"  tokens/s         {result.tokens_per_second:,.0f}"
+        f" ({result.tokens_per_second / hardware.gpus:,.0f} per GPU)",
+    ]
+    if result.cost is not None:
+        lines.append(f"  cost             {result.cost:,.2f}")
+    return "\n".join(lines)
+
+
+def answer_text(answer: Answer) -> str:
+    lines = [estimate_text(answer.estimate)]
+    fitted = answer.calibrated
+    if fitted is not None:
+        interval, factors = fitted.interval, fitted.factors
+        source = (
+            "the published prior"
+            if fitted.factor_set is None
+            else f"factor set {fitted.factor_set}"
+        )
+        lines.append(
+            f"  P10 / P50 / P90  {format_duration(interval.p10)} / "
+            f"{format_duration(interval.p50)} / {format_duration(interval.p90)}"
+        )
+        lines.append(
+            f"  factors from     {source}, {factors.level} level '{factors.segment}'"
+            f" (n = {factors.n})"
+            + (" - combined factor only: no run logged throughput" if factors.combined_only else "")
+        )
+    return "\n".join(lines)
+
+
+def saved_text(item: SavedAnswer) -> str:
+    return f"{answer_text(item.answer)}\n{saved_line(item.saved)}"
+
+
+def saved_line(saved: SavedEstimate) -> str:
+    return f"saved as {saved.id}; tag the training run with: {saved.mlflow_tag}"
+
+
+def plan_text(plan: Plan) -> str:
+    unit = f" (multiples of {plan.multiple_of})" if plan.multiple_of > 1 else ""
+    gpu = plan.estimate.request.hardware.gpu
+    return (
+        f"{plan.gpus:,} x {gpu}{unit} to finish within "
+        f"{format_duration(plan.deadline_seconds)}\n{estimate_text(plan.estimate)}"
+    )
+
+
+def sensitivity_text(table: Sensitivity) -> str:
+    lines = [
+        f"base case: {format_duration(table.base.wall_seconds)}",
+        f"{'variable':<12} {'value':<10} {'wall time':<24} {'change':>9}",
+    ]
+    for row in table.rows:
+        mark = " (base)" if row.is_base else ""
+        lines.append(
+            f"{row.variable:<12} {row.value:<10} {format_duration(row.wall_seconds):<24} "
+            f"{row.change_pct:>+8.1f}%{mark}"
+        )
+    return "\n".join(lines)
+
+
+def hardware_text(specs: list[GpuSpec]) -> str:
+    lines = [f"{'gpu':<12}" + "".join(f"{p:>9}" for p in PRECISIONS) + "  source"]
+    for spec in specs:
+        cells = "".join(
+            f"{spec.peak_flops[p] / 1e12:>9,.1f}" if p in spec.peak_flops else f"{'-':>9}"
+            for p in PRECISIONS
+        )
+        lines.append(f"{spec.name:<12}{cells}  {spec.source}")
+    lines.append("dense TFLOP/s per GPU; add your own in the file named by RECKON_HARDWARE_FILE")
+    return "\n".join(lines)
+
+
+def estimates_text(saved: list[SavedEstimate]) -> str:
+    lines = [f"{'id':<17} {'created (UTC)':<17} {'kind':<9} {'hardware':<22} predicted"]
+    for item in saved:
+        hardware = f"{item.gpus} x {item.gpu} {item.precision}"
+        lines.append(
+            f"{item.id:<17} {item.created_at:%Y-%m-%d %H:%M} {item.kind:<9} {hardware:<22} "
+            f"{format_duration(item.predicted_wall_seconds)}"
+        )
+    return "\n".join(lines)
+
+
+def detail_text(detail: EstimateDetail) -> str:
+    saved, run_ids = detail.saved, detail.run_ids
+    lines = [f"estimate {saved.id} ({saved.kind}, {saved.created_at:%Y-%m-%d %H:%M} UTC)"]
+    if saved.estimate is not None:
+        lines.append(estimate_text(saved.estimate))
+    else:
+        lines.append(
+            f"  predicted {format_duration(saved.predicted_wall_seconds)} on "
+            f"{saved.gpus} x {saved.gpu} ({saved.precision})"
+        )
+    lines.append(f"  MLflow tag       {saved.mlflow_tag}")
+    lines.append(f"  linked runs      {', '.join(run_ids) if run_ids else 'none yet'}")
+    return "\n".join(lines)
+
+
+def outcome_text(outcome: PassOutcome) -> str:
+    lines = [outcome.summary]
+    for reason, count in sorted(Counter(skip.reason for skip in outcome.skipped).items()):
+        lines.append(f"  skipped {count} x {reason}")
+    for item in outcome.reconciled[:20]:
+        lines.append(
+            f"  {item.estimate_id}: {human_line(item.predicted_seconds, item.observed_seconds)}"
+        )
+    return "\n".join(lines)
+
+
+def history_text(rows: list[Reconciliation]) -> str:
+    if not rows:
+        return "no reconciled estimates yet; run `reckon reconcile`"
+    lines = []
+    for row in rows:
+        factors = ""
+        if row.implied_utilization is not None and row.implied_overhead is not None:
+            factors = f" (u {row.implied_utilization:.2f}, overhead {row.implied_overhead:.0%})"
+        elif row.implied_effective_utilization is not None:
+            factors = f" (effective u x (1-f) {row.implied_effective_utilization:.2f})"
+        lines.append(
+            f"{row.estimate_id} {row.gpu}/{row.precision}: "
+            f"{human_line(row.predicted_seconds, row.observed_seconds)}"
+            f" (observed/predicted {row.ratio:.3f}){factors}"
+        )
+    return "\n".join(lines)
+
+
+def running_text(items: list[RunningProjection]) -> str:
+    if not items:
+        return "no linked runs are running"
+    return "\n".join(
+        f"{item.run_id} (estimate {item.estimate_id}): {running_view(item)['line']}"
+        for item in items
+    )
+
+
+def factors_text(answer: FactorsAnswer) -> str:
+    document = factors_view(answer)
+    if document["version"] is None:
+        lines = [str(document["message"])]
+    else:
+        state = "active" if document["active"] else "inactive"
+        lines = [
+            f"factor set {document['version']} ({state}), from "
+            f"{document['reconciliation_count']} reconciliations; backtest median APE "
+            f"{_pct(document['backtest_score'])} vs {_pct(document['baseline_score'])}"
+        ]
+    lines.append(
+        f"{'segment':<26} {'level':<8} {'utilization (P10-P90)':<24} "
+        f"{'overhead (P10-P90)':<22} {'n':>5}"
+    )
+    for item in document["segments"]:
+        utilization = (
+            f"{item['utilization']:.3f} ({item['utilization_p10']:.2f}-"
+            f"{item['utilization_p90']:.2f})"
+        )
+        overhead = f"{item['overhead']:.1%} ({item['overhead_p10']:.0%}-{item['overhead_p90']:.0%})"
+        note = " combined only" if item["combined_only"] else ""
+        lines.append(
+            f"{item['segment']:<26} {item['level']:<8} {utilization:<24} {overhead:<22} "
+            f"{item['n']:>5}{note}"
+        )
+    return "\n".join(lines)
+
+
+def accuracy_text(document: dict[str, Any]) -> str:
+    lines = [
+        f"{'group':<22} {'':<11} {'n':>5} {'median APE':>11} {'MAPE':>8} {'bias':>8} "
+        f"{'coverage':>9}"
+    ]
+    rows = [("all", document["overall"])] + [
+        (group["group"], group) for group in document["groups"]
+    ]
+    for name, scores in rows:
+        for kind in ("raw", "calibrated"):
+            s = scores[kind]
+            lines.append(
+                f"{name:<22} {kind:<11} {s['n']:>5} {_num(s['median_ape'], '%'):>11} "
+                f"{_num(s['mape'], '%'):>8} {_num(s['bias'], '%', signed=True):>8} "
+                f"{_num(None if s['coverage'] is None else 100 * s['coverage'], '%'):>9}"
+            )
+    return "\n".join(lines)
+
+
+def schema_text(status: SchemaStatus) -> str:
+    state = "up to date" if status.up_to_date else "out of date: run `reckon db upgrade`"
+    return f"{status.database}: revision {status.current or 'none'} (head {status.head}), {state}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def _num(value: float | None, unit: str, *, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.1f}{unit}" if signed else f"{value:.1f}{unit}"

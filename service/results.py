@@ -1,0 +1,99 @@
+"""The typed results of the application object's use cases (frozen dataclasses). The
+presenters turn them into text, JSON, the report and metrics; nothing here does I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from service.domain import (
+    Estimate,
+    FactorSource,
+    PassRecord,
+    Reconciliation,
+    RunningProjection,
+    SavedEstimate,
+    SensitivityRow,
+)
+
+if TYPE_CHECKING:
+    from service.calibrated import Calibrated
+    from service.calibration import FactorSet, SegmentFactors
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An estimate and where its factors came from; `calibrated` is set when fitted factors
+    (and so a P10/P50/P90) were asked for."""
+
+    estimate: Estimate
+    factor_source: FactorSource
+    calibrated: Calibrated | None = None
+
+
+@dataclass(frozen=True)
+class SavedAnswer:
+    answer: Answer
+    saved: SavedEstimate
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    base: Estimate
+    rows: list[SensitivityRow]
+
+
+@dataclass(frozen=True)
+class EstimateDetail:
+    saved: SavedEstimate
+    run_ids: list[str]
+
+
+@dataclass(frozen=True)
+class FactorsAnswer:
+    """The chosen factor set (None: none yet, the published prior is in use)."""
+
+    factor_set: FactorSet | None
+    active_version: int | None
+    prior_segments: list[SegmentFactors]
+    prior_sources: list[str]
+
+    @property
+    def active(self) -> bool:
+        return self.factor_set is not None and self.factor_set.version == self.active_version
+
+
+@dataclass(frozen=True)
+class FactorHistory:
+    sets: list[FactorSet]
+    active_version: int | None
+
+
+@dataclass(frozen=True)
+class Jobs:
+    schedule: str
+    timezone: str
+    passes: list[PassRecord]
+
+
+@dataclass(frozen=True)
+class Health:
+    """'ok' or the one-line reason, for each dependency."""
+
+    database: str
+    mlflow: str
+
+    @property
+    def ready(self) -> bool:
+        return self.database == "ok"
+
+
+@dataclass(frozen=True)
+class ReportData:
+    history: list[Reconciliation]
+    accuracy: dict[str, object]
+    factor_history: FactorHistory
+    running: list[RunningProjection]
+    running_error: str | None
+    generated_at: datetime

@@ -1,0 +1,100 @@
+"""The compute-only HTTP routes (and the page and schema), over the application object with
+fakes of our ports: no database and no MLflow server are needed to answer them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from tests.fakes import fake_app
+
+SEED = {
+    "params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": 8,
+    "precision": "bf16", "recompute": "full", "utilization": 0.4,
+}  # fmt: skip
+
+
+@pytest.fixture
+def api() -> Iterator[TestClient]:
+    with TestClient(create_app(fake_app().app)) as client:
+        yield client
+
+
+def test_get_estimate_computes_the_corrected_seed_example(api: TestClient) -> None:
+    response = api.get("/v1/estimate", params=SEED)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["flops"] == pytest.approx(5.6e22)
+    assert body["wall_seconds"] == pytest.approx(5.609e7, rel=1e-3)
+    assert body["peak_flops"] == 312e12 and "649 days" in body["wall_human"]
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"gpu": "nosuchgpu"}, "unknown GPU"),
+        ({"precision": "fp8"}, "no fp8"),
+        ({"utilization": 1.5}, "utilization"),
+        ({"params": "abc"}, "params"),
+        ({"gpus": 0}, "gpus"),
+        ({"recompute": "sometimes"}, "recompute"),
+    ],
+)
+def test_bad_estimate_input_is_a_422_with_a_reason(
+    api: TestClient, change: dict[str, object], fragment: str
+) -> None:
+    response = api.get("/v1/estimate", params={**SEED, **change})
+    assert response.status_code == 422
+    assert fragment in str(response.json()["detail"])
+
+
+def test_missing_required_query_parameter_is_a_422(api: TestClient) -> None:
+    assert api.get("/v1/estimate", params={"params": "7e9"}).status_code == 422
+
+
+def test_dashboard_and_openapi_are_served(api: TestClient) -> None:
+    page = api.get("/")
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    paths = api.get("/openapi.json").json()["paths"]
+    for route in ("/v1/estimate", "/v1/estimates", "/v1/history", "/v1/reconcile", "/healthz"):
+        assert route in paths
+
+
+def test_a_saved_estimate_round_trips_with_the_same_fields(api: TestClient) -> None:
+    created = api.post("/v1/estimates", json={**SEED, "label": "plan A"})
+    shown = api.get(f"/v1/estimates/{created.json()['id']}")
+
+    assert created.status_code == 201 and shown.status_code == 200
+    assert shown.json() == created.json() and created.json()["label"] == "plan A"
+
+
+def test_bad_json_body_is_a_422(api: TestClient) -> None:
+    assert api.post("/v1/estimates", json={"params": "7e9"}).status_code == 422
+    assert api.post("/v1/estimates", json={**SEED, "gpus": -1}).status_code == 422
+    assert api.post("/v1/estimates", content=b"not json").status_code == 422
+
+
+def test_plan_answers_the_inverse_question_like_the_cli(api: TestClient) -> None:
+    query = {k: v for k, v in SEED.items() if k != "gpus"}
+
+    plan = api.get("/v1/plan", params={**query, "deadline": "3.5d"})
+    nodes = api.get("/v1/plan", params={**query, "deadline": "3.5d", "multiple_of": 8})
+
+    assert plan.status_code == 200 and plan.json()["gpus"] == 1484
+    assert plan.json()["estimate"]["wall_seconds"] <= 3.5 * 86400
+    assert nodes.json()["gpus"] == 1488
+    bad = api.get("/v1/plan", params={**query, "deadline": "30"})
+    assert bad.status_code == 422 and "duration" in str(bad.json()["detail"])
+
+
+def test_sensitivity_returns_the_table_with_its_base_row(api: TestClient) -> None:
+    response = api.get("/v1/sensitivity", params=SEED)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["base"]["wall_seconds"] == pytest.approx(5.609e7, rel=1e-3)
+    assert any(row["is_base"] for row in body["rows"])
+    assert {row["variable"] for row in body["rows"]} >= {"utilization", "gpus"}

@@ -1,0 +1,394 @@
+"""In-memory fakes of our own ports (service/ports.py), for unit tests of the use cases
+through the application object: a unit of work whose stores are dicts and lists (commit
+keeps the changes, leaving the block without it drops them), a run source fed with
+ObservedRun values, a lock and a schema that always agree. No database, no MLflow."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from service import priors
+from service.app import Adapters, Policy, Reckon
+from service.bootstrap import SystemClock
+from service.calibration import FactorSet, Observation, ObservationArrays
+from service.domain import (
+    ObservedRun,
+    PassRecord,
+    Reconciliation,
+    SavedEstimate,
+    ScanWindow,
+    SchemaStatus,
+    Skip,
+)
+from service.hardware import build_catalog
+
+
+@dataclass
+class _State:
+    """Everything a database would hold."""
+
+    estimates: dict[str, SavedEstimate] = field(default_factory=dict)
+    links: dict[str, tuple[str, str]] = field(default_factory=dict)  # run -> (estimate, source)
+    runs: dict[str, ObservedRun] = field(default_factory=dict)
+    staged: dict[int, list[ObservedRun]] = field(default_factory=dict)
+    reconciliations: dict[str, Reconciliation] = field(default_factory=dict)
+    reconciled_at: dict[str, datetime] = field(default_factory=dict)
+    skips: list[Skip] = field(default_factory=list)
+    passes: dict[int, PassRecord] = field(default_factory=dict)
+    watermark: datetime | None = None
+    factor_sets: dict[int, FactorSet] = field(default_factory=dict)
+
+
+class FakeUnitOfWork:
+    """The stores of service.ports over one shared `_State`; `with` takes a snapshot and
+    puts it back unless `commit()` was called (a rollback)."""
+
+    def __init__(self, state: _State | None = None) -> None:
+        self.state = state or _State()
+        self._saved: _State | None = None
+        self.commits = 0
+
+    def __enter__(self) -> Self:
+        self._saved = copy.deepcopy(self.state)
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if self._saved is not None:
+            self.state.__dict__.update(self._saved.__dict__)
+        self._saved = None
+
+    def commit(self) -> None:
+        self._saved = copy.deepcopy(self.state)
+        self.commits += 1
+
+    # The stores: this object plays all of them; each property names the port it serves.
+    estimates = property(lambda self: _Estimates(self.state))
+    links = property(lambda self: _Links(self.state))
+    runs = property(lambda self: _Runs(self.state))
+    staging = property(lambda self: _Staging(self.state))
+    reconciliations = property(lambda self: _Reconciliations(self.state))
+    skips = property(lambda self: _Skips(self.state))
+    passes = property(lambda self: _Passes(self.state))
+    watermarks = property(lambda self: _Watermarks(self.state))
+    factor_sets = property(lambda self: _FactorSets(self.state))
+
+
+@dataclass
+class _Estimates:
+    state: _State
+
+    def add(self, saved: SavedEstimate) -> None:
+        self.state.estimates[saved.id] = saved
+
+    def get(self, estimate_id: str) -> SavedEstimate | None:
+        return self.state.estimates.get(estimate_id)
+
+    def get_many(self, estimate_ids: Sequence[str]) -> dict[str, SavedEstimate]:
+        return {i: self.state.estimates[i] for i in estimate_ids if i in self.state.estimates}
+
+    def existing(self, estimate_ids: Sequence[str]) -> set[str]:
+        return {i for i in estimate_ids if i in self.state.estimates}
+
+    def list(
+        self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
+    ) -> list[SavedEstimate]:
+        chosen = [
+            item
+            for item in self.state.estimates.values()
+            if (since is None or item.created_at >= since) and (gpu is None or item.gpu == gpu)
+        ]
+        return sorted(chosen, key=lambda item: item.created_at, reverse=True)[:limit]
+
+
+@dataclass
+class _Links:
+    state: _State
+
+    def estimate_for_run(self, run_id: str) -> str | None:
+        link = self.state.links.get(run_id)
+        return None if link is None else link[0]
+
+    def estimates_for_runs(self, run_ids: Sequence[str]) -> dict[str, str]:
+        return {r: self.state.links[r][0] for r in run_ids if r in self.state.links}
+
+    def runs_for(self, estimate_id: str) -> list[str]:
+        return sorted(r for r, (e, _source) in self.state.links.items() if e == estimate_id)
+
+    def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
+        self.state.links[run_id] = (estimate_id, source)
+
+    def add_many(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
+        for estimate_id, run_id in pairs:
+            self.add(estimate_id, run_id, source, created_at)
+
+
+@dataclass
+class _Runs:
+    state: _State
+
+    def upsert(self, runs: Sequence[ObservedRun], *, pass_id: int, seen_at: datetime) -> None:
+        for run in runs:
+            self.state.runs[run.run_id] = run
+
+    def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]:
+        found: dict[str, list[ObservedRun]] = {i: [] for i in estimate_ids}
+        for run_id, (estimate_id, _source) in self.state.links.items():
+            if estimate_id in found and run_id in self.state.runs:
+                found[estimate_id].append(self.state.runs[run_id])
+        return found
+
+    def unreconciled_manual_links(self, limit: int) -> list[str]:
+        manual = [
+            run_id
+            for run_id, (estimate_id, source) in self.state.links.items()
+            if source == "manual" and estimate_id not in self.state.reconciliations
+        ]
+        return manual[:limit]
+
+
+@dataclass
+class _Staging:
+    state: _State
+
+    def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None:
+        self.state.staged.setdefault(pass_id, []).extend(runs)
+
+    def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]:
+        staged = self.state.staged.get(pass_id, [])
+        return [staged[i : i + size] for i in range(0, len(staged), size)]
+
+    def clear(self, pass_id: int | None = None) -> None:
+        if pass_id is None:
+            self.state.staged.clear()
+        else:
+            self.state.staged.pop(pass_id, None)
+
+
+@dataclass
+class _Reconciliations:
+    state: _State
+
+    def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, Reconciliation]:
+        known = self.state.reconciliations
+        return {i: known[i] for i in estimate_ids if i in known}
+
+    def save_many(self, items: Sequence[Reconciliation], *, pass_id: int, now: datetime) -> None:
+        for item in items:
+            self.state.reconciliations[item.estimate_id] = item
+            self.state.reconciled_at[item.estimate_id] = now
+
+    def history(
+        self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None
+    ) -> list[Reconciliation]:
+        rows = [
+            item
+            for item in self.state.reconciliations.values()
+            if (since is None or item.ended_at >= since) and (gpu is None or item.gpu == gpu)
+        ]
+        return sorted(rows, key=lambda item: item.ended_at, reverse=True)[:limit]
+
+    def count(self) -> int:
+        return len(self.state.reconciliations)
+
+    def recent_abs_errors(self, limit: int) -> list[float]:
+        return [item.abs_error_pct for item in self.history(limit=limit)]
+
+
+@dataclass
+class _Skips:
+    state: _State
+
+    def record(self, skips: Sequence[Skip], *, pass_id: int, now: datetime) -> None:
+        self.state.skips.extend(skips)
+
+    def count(self) -> int:
+        return len(self.state.skips)
+
+    def for_pass(self, pass_id: int) -> list[Skip]:
+        return list(self.state.skips)
+
+
+@dataclass
+class _Passes:
+    state: _State
+
+    def start(self, trigger: str, now: datetime) -> int:
+        pass_id = len(self.state.passes) + 1
+        self.state.passes[pass_id] = PassRecord(
+            pass_id, trigger, now, None, "running", None, None, 0, 0, 0, None, None
+        )
+        return pass_id
+
+    def finish(self, record: PassRecord) -> None:
+        self.state.passes[record.id] = record
+
+    def get(self, pass_id: int) -> PassRecord | None:
+        return self.state.passes.get(pass_id)
+
+    def recent(self, limit: int = 20) -> list[PassRecord]:
+        return sorted(self.state.passes.values(), key=lambda p: p.id, reverse=True)[:limit]
+
+
+@dataclass
+class _Watermarks:
+    state: _State
+
+    def get(self, source: str = "mlflow") -> datetime | None:
+        return self.state.watermark
+
+    def advance(
+        self, value: datetime, *, pass_id: int, now: datetime, source: str = "mlflow"
+    ) -> None:
+        self.state.watermark = value
+
+
+@dataclass
+class _FactorSets:
+    state: _State
+
+    def add(self, candidate: FactorSet) -> FactorSet:
+        stored = dataclasses.replace(candidate, version=len(self.state.factor_sets) + 1)
+        self.state.factor_sets[stored.version] = stored
+        return stored
+
+    def activate(self, version: int, at: datetime) -> None:
+        chosen = self.state.factor_sets[version]
+        self.state.factor_sets[version] = dataclasses.replace(chosen, activated_at=at)
+
+    def get(self, version: int) -> FactorSet | None:
+        return self.state.factor_sets.get(version)
+
+    def active(self) -> FactorSet | None:
+        activated = [s for s in self.state.factor_sets.values() if s.activated_at is not None]
+        return max(activated, key=lambda s: (s.activated_at, s.version), default=None)
+
+    def newest(self) -> FactorSet | None:
+        return max(self.state.factor_sets.values(), key=lambda s: s.version, default=None)
+
+    def all(self, limit: int = 100) -> list[FactorSet]:
+        return sorted(self.state.factor_sets.values(), key=lambda s: s.version)[:limit]
+
+    def observations(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
+        rows = sorted(
+            (
+                (item, self.state.estimates[item.estimate_id])
+                for item in self.state.reconciliations.values()
+                if since is None or item.ended_at >= since
+            ),
+            key=lambda pair: pair[0].ended_at,
+        )
+        chosen = [(item, saved) for item, saved in rows if saved.kind == "computed"]
+        observations = [_observation(item) for item, _saved in chosen]
+        ids = [item.estimate_id for item, _saved in chosen]
+        return ObservationArrays.from_observations(observations), ids
+
+    def observation_arrays(
+        self, since: datetime | None = None
+    ) -> tuple[ObservationArrays, tuple[str, str] | None]:
+        data, ids = self.observations(since)
+        return data, (ids[0], ids[-1]) if ids else None
+
+    def changed_since(self, moment: datetime) -> bool:
+        return any(at > moment for at in self.state.reconciled_at.values())
+
+
+def _observation(item: Reconciliation) -> Observation:
+    effective = item.implied_effective_utilization
+    assert effective is not None, "a computed estimate's reconciliation has an effective u"
+    return Observation(
+        gpu=item.gpu,
+        precision=item.precision,
+        recompute=item.recompute,
+        ended_at=item.ended_at,
+        started_at=item.started_at,
+        effective_utilization=effective,
+        utilization=item.implied_utilization,
+        overhead=item.implied_overhead,
+    )
+
+
+class FakeRunSource:
+    """Terminated runs handed in as values; tags written back are kept in `tags`."""
+
+    def __init__(self, runs: Sequence[ObservedRun] = (), *, running: Sequence[ObservedRun] = ()):
+        self.runs = list(runs)
+        self.running = list(running)
+        self.tags: dict[str, dict[str, str]] = {}
+
+    def terminated_runs(self, window: ScanWindow) -> Iterator[ObservedRun]:
+        for run in sorted(self.runs, key=lambda r: (r.ended_at or _EPOCH, r.run_id)):
+            ended = run.ended_at
+            if ended is None or ended > window.cutoff:
+                continue
+            if window.after is None or ended > window.after:
+                yield run
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
+        wanted = set(run_ids)
+        return [run for run in self.runs + self.running if run.run_id in wanted]
+
+    def running_runs(self) -> Iterator[ObservedRun]:
+        yield from self.running
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        self.tags.setdefault(run_id, {}).update(tags)
+
+    def ping(self) -> None:
+        return None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class FakeLock:
+    def __init__(self, free: bool = True) -> None:
+        self.free = free
+
+    def acquire(self) -> bool:
+        return self.free
+
+    def release(self) -> None:
+        return None
+
+
+class FakeSchema:
+    def status(self) -> SchemaStatus:
+        return SchemaStatus("memory", "head", "head")
+
+    def upgrade(self) -> SchemaStatus:
+        return self.status()
+
+    def ensure(self) -> None:
+        return None
+
+
+@dataclass
+class FakeWorld:
+    """An application over fakes, with the fakes at hand for arranging and asserting."""
+
+    app: Reckon
+    uow: FakeUnitOfWork
+    source: FakeRunSource
+    lock: FakeLock
+
+
+def fake_app(
+    *, runs: Sequence[ObservedRun] = (), clock: Any = None, policy: Policy | None = None
+) -> FakeWorld:
+    uow, source, lock = FakeUnitOfWork(), FakeRunSource(runs), FakeLock()
+    catalog, prior = build_catalog(), priors.default_prior()
+    adapters = Adapters(
+        catalog=lambda: catalog,
+        unit_of_work=lambda: uow,
+        run_source=lambda: source,
+        pass_lock=lambda: lock,
+        schema=FakeSchema,
+        prior=lambda: prior,
+        clock=clock or SystemClock(),
+    )
+    return FakeWorld(Reckon(adapters, lambda: policy or Policy()), uow, source, lock)

@@ -1,0 +1,250 @@
+"""The use cases through the application object, over fakes of our own ports (tests/fakes.py):
+the decisions every entry point shares (which factors, linking rules, skip reasons, the pass's
+idempotency, plan and sensitivity) without a database or an MLflow server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from service.domain import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    ObservedRun,
+)
+from service.inputs import parse_inputs
+from tests.builders import SEED_INPUTS
+from tests.fakes import FakeWorld, fake_app
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+HOUR = 3600.0
+
+
+class FixedClock:
+    def __init__(self, moment: datetime) -> None:
+        self.moment = moment
+
+    def now(self) -> datetime:
+        return self.moment
+
+
+def a_world(**options: Any) -> FakeWorld:
+    return fake_app(clock=FixedClock(START + timedelta(days=30)), **options)
+
+
+def a_run(run_id: str, estimate_id: str | None, hours: float, **overrides: Any) -> ObservedRun:
+    fields: dict[str, Any] = {
+        "run_id": run_id,
+        "experiment_id": "1",
+        "status": "FINISHED",
+        "started_at": START,
+        "ended_at": START + timedelta(hours=hours),
+        "estimate_id": estimate_id,
+        "throughput": None,
+    }
+    return ObservedRun(**{**fields, **overrides})
+
+
+def inputs(**overrides: Any) -> Any:
+    return parse_inputs({**SEED_INPUTS, **overrides})
+
+
+# --- which factors an estimate uses -----------------------------------------------------------
+
+
+def test_an_estimate_says_whether_its_factors_were_given_or_defaulted() -> None:
+    app = a_world().app
+
+    given = app.estimate(inputs())
+    default = app.estimate(inputs(utilization=None))
+
+    assert given.factor_source == "given" and given.calibrated is None
+    assert default.factor_source == "default"
+    assert default.estimate.request.factors.utilization == 0.4
+
+
+def test_calibrated_with_given_factors_is_refused_whichever_entry_point_asks() -> None:
+    app = a_world().app
+
+    with pytest.raises(InputError, match="drop utilization/overhead"):
+        app.estimate(inputs(), calibrated=True)
+    with pytest.raises(InputError):
+        app.estimate(inputs(overhead=0.1, utilization=None), factor_set=3)
+
+
+def test_a_calibrated_estimate_without_a_factor_set_uses_the_published_prior() -> None:
+    answer = a_world().app.estimate(inputs(utilization=None), calibrated=True)
+
+    assert answer.calibrated is not None and answer.calibrated.factor_set is None
+    assert answer.factor_source == "prior"
+    interval = answer.calibrated.interval
+    assert interval.p10 < interval.p50 < interval.p90
+
+
+def test_pinning_a_factor_set_that_does_not_exist_is_not_found() -> None:
+    with pytest.raises(NotFoundError, match="no factor set with version 7"):
+        a_world().app.estimate(inputs(utilization=None), factor_set=7)
+
+
+# --- the registry -------------------------------------------------------------------------------
+
+
+def test_a_saved_estimate_is_stored_once_and_shown_with_its_inputs() -> None:
+    world = a_world()
+
+    saved = world.app.save(inputs(), label="seed")
+    detail = world.app.estimate_detail(saved.saved.id)
+
+    assert detail.saved == saved.saved and detail.run_ids == []
+    assert saved.saved.label == "seed" and saved.saved.factor_source == "given"
+    assert list(world.uow.state.estimates) == [saved.saved.id]
+
+
+def test_listing_by_gpu_accepts_the_catalogs_aliases() -> None:
+    world = a_world()
+    a100 = world.app.save(inputs()).saved
+    world.app.save(inputs(gpu="h100-sxm"))
+
+    listed = world.app.list_estimates(gpu="A100-80GB")
+
+    assert [item.id for item in listed] == [a100.id]
+
+
+def test_linking_rules() -> None:
+    world = a_world()
+    first = world.app.save(inputs()).saved
+    second = world.app.save(inputs()).saved
+
+    assert world.app.link(first.id, "run-1") is True
+    assert world.app.link(first.id, "run-1") is False  # the same pair again: a no-op
+    with pytest.raises(ConflictError, match="already linked to estimate"):
+        world.app.link(second.id, "run-1")
+    with pytest.raises(NotFoundError):
+        world.app.link("no-such-estimate", "run-2")
+    with pytest.raises(InputError):
+        world.app.link(first.id, "  ")
+    assert world.app.estimate_detail(first.id).run_ids == ["run-1"]
+
+
+# --- the pass -------------------------------------------------------------------------------------
+
+
+def test_the_seed_reconciliation_over_fakes_is_five_percent_over() -> None:
+    world = a_world()
+    saved = world.app.record(predicted_seconds=84 * HOUR, gpu="a100-80gb", gpus=8, precision="bf16")
+    world.source.runs.append(a_run("run-1", saved.id, 80))
+
+    outcome = world.app.reconcile(trigger="test")
+    (row,) = world.app.history()
+
+    assert outcome.status == "succeeded" and len(outcome.reconciled) == 1
+    assert row.error_pct == pytest.approx(5.0) and row.ratio == pytest.approx(0.952, abs=5e-4)
+    assert world.source.tags["run-1"]  # the result is written back on the run
+
+
+def test_a_second_pass_over_the_same_runs_changes_nothing() -> None:
+    world = a_world()
+    saved = world.app.save(inputs()).saved
+    world.source.runs.append(a_run("run-1", saved.id, 80))
+
+    world.app.reconcile(trigger="test")
+    again = world.app.reconcile(trigger="test", full=True)
+
+    assert again.reconciled == [] and len(world.uow.state.reconciliations) == 1
+
+
+@pytest.mark.parametrize(
+    ("run", "reason"),
+    [
+        (a_run("r", "nosuchestimate", 10), "unknown_estimate"),
+        (a_run("r", "{saved}", 10, started_at=None), "missing_start_time"),
+        (a_run("r", "{saved}", 10, ended_at=START - timedelta(hours=1)), "end_before_start"),
+        (a_run("r", "{saved}", 10, throughput=float("nan")), "bad_throughput"),
+        (a_run("r", "{saved}", 10, throughput=-5.0), "bad_throughput"),
+    ],
+)
+def test_a_bad_run_is_skipped_with_its_reason(run: ObservedRun, reason: str) -> None:
+    world = a_world()
+    saved = world.app.save(inputs()).saved
+    if run.estimate_id == "{saved}":
+        run = ObservedRun(**{**run.__dict__, "estimate_id": saved.id})
+    world.source.runs.append(run)
+
+    outcome = world.app.reconcile(trigger="test")
+
+    assert [skip.reason for skip in outcome.skipped] == [reason]
+    assert outcome.status == "succeeded"
+
+
+def test_a_manual_link_wins_over_a_conflicting_tag() -> None:
+    world = a_world()
+    linked = world.app.save(inputs()).saved
+    tagged = world.app.save(inputs()).saved
+    world.app.link(linked.id, "run-1")
+    world.source.runs.append(a_run("run-1", tagged.id, 80))
+
+    outcome = world.app.reconcile(trigger="test")
+
+    assert [item.estimate_id for item in outcome.reconciled] == [linked.id]
+    assert [skip.reason for skip in outcome.skipped] == ["claimed_by_two_estimates"]
+
+
+def test_a_pass_that_finds_the_lock_taken_does_nothing() -> None:
+    world = a_world()
+    world.lock.free = False
+
+    outcome = world.app.reconcile(trigger="test")
+
+    assert outcome.status == "locked" and world.uow.state.passes == {}
+
+
+def test_since_and_full_together_are_refused() -> None:
+    with pytest.raises(InputError, match="alternatives"):
+        a_world().app.reconcile(trigger="test", since="2026-11-01", full=True)
+
+
+def test_the_first_refit_after_reconciliations_activates_a_set_and_a_rerun_adds_none() -> None:
+    world = fake_app(clock=FixedClock(START + timedelta(days=700)))  # the runs last 600 days
+    for index in range(6):
+        saved = world.app.save(inputs()).saved
+        run = a_run(f"run-{index}", saved.id, 600 * 24 + 10 * index, throughput=5e3)
+        world.source.runs.append(run)
+    world.app.reconcile(trigger="test")
+
+    factors = world.app.factors()
+    again = world.app.refit()
+
+    assert factors.factor_set is not None and factors.active
+    assert again.factor_set is None and "is current" in again.message
+
+
+# --- plan and sensitivity -----------------------------------------------------------------------
+
+
+def test_a_plan_is_the_fewest_gpus_that_meet_the_deadline() -> None:
+    app = a_world().app
+    deadline = 3.5 * 24 * HOUR
+
+    plan = app.plan(inputs(), deadline)
+    fewer = app.estimate(inputs(gpus=plan.gpus - 1)).estimate
+
+    assert plan.gpus == 1484 and plan.estimate.wall_seconds <= deadline
+    assert fewer.wall_seconds > deadline
+
+
+def test_a_plan_in_whole_nodes_rounds_up_to_the_next_multiple() -> None:
+    plan = a_world().app.plan(inputs(), 3.5 * 24 * HOUR, multiple_of=8)
+
+    assert plan.gpus == 1488 and plan.multiple_of == 8
+
+
+def test_sensitivity_varies_what_the_user_names_and_marks_the_base_row() -> None:
+    table = a_world().app.sensitivity(inputs(), {"tokens": ["5e11", "2e12"]})
+
+    tokens = [row for row in table.rows if row.variable == "tokens"]
+    assert [row.change_pct for row in tokens] == pytest.approx([-50.0, 100.0])
+    assert any(row.is_base for row in table.rows)
+    assert table.base.wall_seconds == pytest.approx(5.609e7, rel=1e-3)
