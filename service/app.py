@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from service import estimates
 from service.domain import (
+    ACCURACY_ALIASES,
     DEFAULT_HALF_LIFE_DAYS,
     FactorSource,
     InputError,
@@ -273,7 +274,7 @@ class Reckon:
             self._adapters.unit_of_work(),
             self._adapters.prior(),
             self.fit_parameters,
-            by=by,
+            by=ACCURACY_ALIASES.get(by, by) if by is not None else None,
             since=self._since(since),
         )
 
@@ -293,6 +294,16 @@ class Reckon:
             prior_segments=[calibration.prior_factors(prior)],
             prior_sources=list(prior.sources),
         )
+
+    def activate_factor_set(self, version: int) -> FactorsAnswer:
+        """Make `version` active now (recorded as its activation time). It stays active
+        until a newer set passes the refit's gate against it, or another is activated."""
+        with self._adapters.unit_of_work() as uow:
+            if uow.factor_sets.get(version) is None:
+                raise NotFoundError(f"no factor set with version {version}")
+            uow.factor_sets.activate(version, self.clock.now())
+            uow.commit()
+        return self.factors(version)
 
     def factor_history(self) -> FactorHistory:
         with self._adapters.unit_of_work() as uow:
@@ -371,7 +382,7 @@ class Reckon:
     # --- shared parsing of what every entry point passes as text ------------------------------
 
     def _since(self, text: str | None) -> datetime | None:
-        return None if text is None else parse_since(text)
+        return None if text is None else parse_since(text, self.clock.now())
 
     def _gpu_name(self, gpu: str | None) -> str | None:
         return None if gpu is None else self.catalog.resolve(gpu).name

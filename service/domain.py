@@ -338,3 +338,4 @@ class SchemaStatus:
 
 
 ACCURACY_GROUPINGS = ("gpu_type", "precision", "month")  # what `accuracy --by` can group by
+ACCURACY_ALIASES = {"gpu": "gpu_type"}  # `--gpu` names the GPU model everywhere else

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from service.domain import InputError
 
@@ -110,10 +110,26 @@ def parse_count(text: str, what: str) -> float:
     return value
 
 
-def parse_since(text: str) -> datetime:
-    """An aware UTC time from `2026-11-01`, `2026-11-01T08:00` or `...+02:00` (naive = UTC)."""
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """An aware UTC time from `2026-11-01`, `2026-11-01T08:00` or `...+02:00` (naive = UTC),
+    or a duration back from `now` (`30d`, `12h`, `2w`, `P30D`): `--since 30d` means "the last
+    30 days" wherever a date is taken. A date starts with its four-digit year and a dash."""
+    raw = text.strip()
+    if not _DATE_START.match(raw):
+        if now is None:
+            raise InputError(_BAD_SINCE.format(text))
+        try:
+            seconds = parse_duration_seconds(raw)
+        except InputError:
+            raise InputError(_BAD_SINCE.format(text)) from None
+        return (now - timedelta(seconds=min(seconds, _MAX_BACK_SECONDS))).astimezone(UTC)
     try:
-        value = datetime.fromisoformat(text.strip())
+        value = datetime.fromisoformat(raw)
     except ValueError:
-        raise InputError(f"cannot read date {text!r}; use YYYY-MM-DD or an ISO 8601 time") from None
+        raise InputError(_BAD_SINCE.format(text)) from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+_DATE_START = re.compile(r"^\d{4}-")
+_BAD_SINCE = "cannot read date {!r}; use YYYY-MM-DD, an ISO 8601 time or a duration like 30d"
+_MAX_BACK_SECONDS = 200 * 365 * SECONDS_PER_DAY  # so a huge duration stays a real date

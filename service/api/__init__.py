@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from service.api import loop, ops, planning
 from service.api.deps import Unauthorized
@@ -24,6 +25,22 @@ STATUS: dict[type[ReckonError], int] = {
 }
 
 __all__ = ["STATUS", "create_app"]
+
+
+class ErrorMessage(BaseModel):
+    """A 401/404/409/503 answer: one line saying why."""
+
+    detail: str
+
+
+# Every route may answer these; 422 keeps FastAPI's own shape (a list of problems), which
+# the domain's input errors use too, so a client reads one shape for every bad input.
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorMessage, "description": "Missing or wrong bearer token (POST routes)"},
+    404: {"model": ErrorMessage, "description": "No such estimate, factor set or run"},
+    409: {"model": ErrorMessage, "description": "Conflicts with stored state"},
+    503: {"model": ErrorMessage, "description": "The database or MLflow is unavailable"},
+}
 
 
 def create_app(
@@ -51,6 +68,7 @@ def create_app(
         version="0.1.0",
         description="How many GPUs, and how long? Estimates that learn from MLflow.",
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
     )
     api.state.reckon = app
     api.add_exception_handler(ReckonError, _domain_error)  # type: ignore[arg-type]
@@ -62,6 +80,9 @@ def create_app(
 
 async def _domain_error(_request: Request, error: ReckonError) -> JSONResponse:
     code = next((c for kind, c in STATUS.items() if isinstance(error, kind)), 500)
+    if code == 422:  # the shape FastAPI's own validation errors have (and OpenAPI promises)
+        problem = {"type": "value_error", "loc": [], "msg": str(error)}
+        return JSONResponse({"detail": [problem]}, status_code=code)
     return JSONResponse({"detail": str(error)}, status_code=code)
 
 

@@ -27,8 +27,11 @@ def require_token(app: App, authorization: Annotated[str | None, Header()] = Non
     expected = app.policy.api_token
     if not expected:
         return
-    given = (authorization or "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    # The scheme is required (RFC 6750): a bare token in the header is refused, not guessed.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode(), expected.encode()
+    ):
         raise Unauthorized()
 
 

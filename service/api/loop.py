@@ -28,15 +28,31 @@ def history(
 @router.get("/v1/accuracy", summary="Prediction accuracy, raw and calibrated")
 def accuracy(
     app: App,
-    by: Annotated[str | None, Query(description=", ".join(ACCURACY_GROUPINGS))] = None,
+    by: Annotated[
+        str | None,
+        Query(description=", ".join(ACCURACY_GROUPINGS) + "; gpu is an alias of gpu_type"),
+    ] = None,
     since: str | None = None,
 ) -> JSON:
     return app.accuracy(by=by, since=since)
 
 
 @router.get("/v1/factors", summary="The active (or a pinned) factor set, per segment")
-def factors(app: App, version: int | None = None) -> JSON:
-    return json_views.factors_view(app.factors(version))
+def factors(
+    app: App,
+    version: int | None = None,
+    factor_set: Annotated[int | None, Query(description="The same as version")] = None,
+) -> JSON:
+    return json_views.factors_view(app.factors(version if version is not None else factor_set))
+
+
+@router.post(
+    "/v1/factors/{version}/activate",
+    dependencies=GUARDED,
+    summary="Make this factor set the active one (a rollback or a roll forward)",
+)
+def activate_factors(app: App, version: int) -> JSON:
+    return json_views.factors_view(app.activate_factor_set(version))
 
 
 @router.get("/v1/factors/history", summary="Every factor set, oldest first")

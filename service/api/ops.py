@@ -12,7 +12,12 @@ from service.presenters.metrics import metrics_response
 router = APIRouter()
 
 
-@router.get("/healthz", summary="Database and MLflow reachable")
+@router.get("/livez", summary="Liveness: the process answers (no database, no MLflow)")
+def livez() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/healthz", summary="Readiness: the database answers; MLflow is reported")
 def healthz(app: App) -> JSONResponse:
     health = app.health()
     return JSONResponse(json_views.health_view(health), 200 if health.ready else 503)

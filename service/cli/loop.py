@@ -7,7 +7,7 @@ import sys
 import click
 
 from service.cli.base import application, cli, json_option, output
-from service.domain import ACCURACY_GROUPINGS
+from service.domain import ACCURACY_ALIASES, ACCURACY_GROUPINGS, ConflictError
 from service.presenters import json_views, text
 
 
@@ -23,6 +23,8 @@ def reconcile(since: str | None, full: bool, as_json: bool) -> None:
     )
     if show_progress:
         click.echo("", err=True)
+    if outcome.status == "locked":  # exit 4, so a CronJob does not report a pass that never ran
+        raise ConflictError(outcome.summary)
     output(as_json, outcome, json_views.outcome_view, text.outcome_text)
 
 
@@ -56,16 +58,51 @@ def refit(force: bool, as_json: bool) -> None:
     output(as_json, application().refit(force=force), json_views.refit_view, lambda o: o.message)
 
 
-@cli.command()
-@click.option("--version", "version", type=int, default=None, help="This version, not the active.")
+@cli.group(invoke_without_command=True)
+@click.option(
+    "--version",
+    "--factor-set",
+    "version",
+    type=int,
+    default=None,
+    help="This version, not the active one (--factor-set is the same option, named as in "
+    "`reckon estimate`).",
+)
 @json_option
-def factors(version: int | None, as_json: bool) -> None:
-    """The factor set per segment: utilization, overhead, their P10-P90 ranges, n, level."""
-    output(as_json, application().factors(version), json_views.factors_view, text.factors_text)
+@click.pass_context
+def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
+    """The factor set per segment: utilization, overhead, their P10-P90 ranges, n, level.
+    `reckon factors list` shows every set; `reckon factors activate N` makes N active."""
+    if ctx.invoked_subcommand is None:
+        answer = application().factors(version)
+        output(as_json, answer, json_views.factors_view, text.factors_text)
+
+
+@factors.command(name="list")
+@json_option
+def factors_list(as_json: bool) -> None:
+    """Every factor set: version, created, active, backtest scores, n."""
+    output(as_json, application().factor_history(), json_views.factor_history_view, text.sets_text)
+
+
+@factors.command(name="activate")
+@click.argument("version", type=int)
+@json_option
+def factors_activate(version: int, as_json: bool) -> None:
+    """Make factor set VERSION the active one (a rollback, or a roll forward). It stays active
+    until a newer set passes the refit's gate against it; activate another to undo."""
+    answer = application().activate_factor_set(version)
+    output(as_json, answer, json_views.factors_view, text.factors_text)
 
 
 @cli.command(name="accuracy")
-@click.option("--by", type=click.Choice(ACCURACY_GROUPINGS), default=None, help="Group the scores.")
+@click.option(
+    "--by",
+    type=click.Choice([*ACCURACY_GROUPINGS, *ACCURACY_ALIASES]),
+    default=None,
+    help="Group the scores. `gpu` is an alias of `gpu_type` (the GPU model, as --gpu names "
+    "it elsewhere), not of a GPU count.",
+)
 @click.option("--since", default=None, help="Only runs that ended after this date.")
 @json_option
 def accuracy_command(by: str | None, since: str | None, as_json: bool) -> None:

@@ -17,7 +17,14 @@ from service.domain import (
 )
 from service.hardware import PRECISIONS, GpuSpec
 from service.presenters.json_views import factors_view, running_view
-from service.results import Answer, EstimateDetail, FactorsAnswer, SavedAnswer, Sensitivity
+from service.results import (
+    Answer,
+    EstimateDetail,
+    FactorHistory,
+    FactorsAnswer,
+    SavedAnswer,
+    Sensitivity,
+)
 from service.units import format_duration
 
 if TYPE_CHECKING:
@@ -116,9 +123,16 @@ def estimates_text(saved: list[SavedEstimate]) -> str:
     lines = [f"{'id':<17} {'created (UTC)':<17} {'kind':<9} {'hardware':<22} predicted"]
     for item in saved:
         hardware = f"{item.gpus} x {item.gpu} {item.precision}"
+        interval = item.interval
+        spread = (
+            ""
+            if interval is None
+            else f" (P10-P90 {format_duration(interval.p10)} - {format_duration(interval.p90)})"
+        )
         lines.append(
             f"{item.id:<17} {item.created_at:%Y-%m-%d %H:%M} {item.kind:<9} {hardware:<22} "
-            f"{format_duration(item.predicted_wall_seconds)}"
+            f"{format_duration(item.predicted_wall_seconds)}{spread}"
+            + (f"  {item.label}" if item.label else "")
         )
     return "\n".join(lines)
 
@@ -126,6 +140,8 @@ def estimates_text(saved: list[SavedEstimate]) -> str:
 def detail_text(detail: EstimateDetail) -> str:
     saved, run_ids = detail.saved, detail.run_ids
     lines = [f"estimate {saved.id} ({saved.kind}, {saved.created_at:%Y-%m-%d %H:%M} UTC)"]
+    if saved.label:
+        lines.append(f"  label            {saved.label}")
     if saved.estimate is not None:
         lines.append(estimate_text(saved.estimate))
     else:
@@ -133,6 +149,18 @@ def detail_text(detail: EstimateDetail) -> str:
             f"  predicted {format_duration(saved.predicted_wall_seconds)} on "
             f"{saved.gpus} x {saved.gpu} ({saved.precision})"
         )
+    if saved.interval is not None:
+        interval = saved.interval
+        lines.append(
+            f"  P10 / P50 / P90  {format_duration(interval.p10)} / "
+            f"{format_duration(interval.p50)} / {format_duration(interval.p90)}"
+        )
+    version = saved.factor_set_version
+    factors = "the published prior" if version is None else f"factor set {version}"
+    lines.append(
+        f"  factors          {saved.factor_source}"
+        + (f" (from {factors})" if saved.interval is not None else "")
+    )
     lines.append(f"  MLflow tag       {saved.mlflow_tag}")
     lines.append(f"  linked runs      {', '.join(run_ids) if run_ids else 'none yet'}")
     return "\n".join(lines)
@@ -170,10 +198,19 @@ def history_text(rows: list[Reconciliation]) -> str:
 def running_text(items: list[RunningProjection]) -> str:
     if not items:
         return "no linked runs are running"
-    return "\n".join(
-        f"{item.run_id} (estimate {item.estimate_id}): {running_view(item)['line']}"
-        for item in items
-    )
+    lines = []
+    for item in items:
+        view = running_view(item)
+        finish = view["projected_finish"]
+        lines.append(
+            f"{item.run_id} (estimate {item.estimate_id}): {view['line']}"
+            + (
+                ""
+                if finish is None
+                else f"; projected to finish {finish[:16].replace('T', ' ')} UTC"
+            )
+        )
+    return "\n".join(lines)
 
 
 def factors_text(answer: FactorsAnswer) -> str:
@@ -237,3 +274,22 @@ def _num(value: float | None, unit: str, *, signed: bool = False) -> str:
     if value is None:
         return "-"
     return f"{value:+.1f}{unit}" if signed else f"{value:.1f}{unit}"
+
+
+def sets_text(history: FactorHistory) -> str:
+    """`reckon factors list`: one line per factor set, the active one marked."""
+    if not history.sets:
+        return "no factor sets yet: the first pass with reconciled runs makes one"
+    lines = [
+        f"{'version':>7}  {'created (UTC)':<16}  {'state':<8} {'backtest':>9} "
+        f"{'baseline':>9} {'n':>6}  activated"
+    ]
+    for item in history.sets:
+        state = "active" if item.version == history.active_version else ""
+        activated = "-" if item.activated_at is None else f"{item.activated_at:%Y-%m-%d %H:%M}"
+        lines.append(
+            f"{item.version:>7}  {item.created_at:%Y-%m-%d %H:%M}  {state:<8} "
+            f"{_pct(item.backtest_score):>9} {_pct(item.baseline_score):>9} "
+            f"{item.reconciliation_count:>6}  {activated}" + (" (forced)" if item.forced else "")
+        )
+    return "\n".join(lines)

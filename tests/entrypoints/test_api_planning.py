@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
+from service.app import Policy
 from tests.fakes import fake_app
 
 SEED = {
@@ -98,3 +99,38 @@ def test_sensitivity_returns_the_table_with_its_base_row(api: TestClient) -> Non
     assert body["base"]["wall_seconds"] == pytest.approx(5.609e7, rel=1e-3)
     assert any(row["is_base"] for row in body["rows"])
     assert {row["variable"] for row in body["rows"]} >= {"utilization", "gpus"}
+
+
+def test_a_bad_input_is_a_422_in_the_shape_the_schema_promises(api: TestClient) -> None:
+    response = api.get("/v1/estimate", params={**SEED, "gpu": "nosuchgpu"})
+
+    (problem,) = response.json()["detail"]
+    assert response.status_code == 422 and "unknown GPU" in problem["msg"]
+    assert problem["type"] == "value_error" and problem["loc"] == []
+
+
+def test_the_schema_documents_the_error_answers(api: TestClient) -> None:
+    schema = api.get("/openapi.json").json()
+    answers = schema["paths"]["/v1/estimates/{estimate_id}"]["get"]["responses"]
+
+    assert {"200", "404", "422", "503"} <= set(answers)
+    assert "ErrorMessage" in schema["components"]["schemas"]
+
+
+def test_liveness_answers_without_a_database() -> None:
+    from service.bootstrap import build
+    from service.config import Settings
+
+    broken = Settings(database_url="postgresql+psycopg://nobody@127.0.0.1:9/none")
+    with TestClient(create_app(build(broken))) as client:
+        assert client.get("/livez").json() == {"status": "ok"}
+        assert client.get("/healthz").status_code == 503
+
+
+def test_a_token_without_the_bearer_scheme_is_refused() -> None:
+    world = fake_app(policy=Policy(api_token="s3cret"))
+    with TestClient(create_app(world.app)) as client:
+        bare = client.post("/v1/estimates", json=SEED, headers={"Authorization": "s3cret"})
+        right = client.post("/v1/estimates", json=SEED, headers={"Authorization": "Bearer s3cret"})
+
+    assert bare.status_code == 401 and right.status_code == 201

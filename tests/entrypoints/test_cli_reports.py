@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, make_training_run
 from service.cli import main
+from service.db import locks
 from service.domain import ESTIMATE_TAG
 from tests.builders import SEED_ARGS
 
@@ -78,3 +80,19 @@ def test_report_writes_the_charts_and_a_page(
     page = (tmp_path / "report" / "index.html").read_text()
     assert "scatter.png" in page and "-9.1% under" in page
     assert (tmp_path / "report" / "scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_reconcile_that_finds_another_pass_running_exits_4_with_one_line(
+    reckon_env: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = locks.pass_lock(engine)
+    assert held.acquire()
+    try:
+        code = main(["reconcile"])
+    finally:
+        held.release()
+    captured = capsys.readouterr()
+
+    assert code == 4 and captured.out == ""
+    assert captured.err.strip().count("\n") == 0
+    assert "another reconcile pass is running" in captured.err

@@ -4,11 +4,12 @@ counts ("7B", "1.4T") and human durations in the seed's style ("3 days 8 hours")
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 
 from service.domain import InputError
-from service.units import format_duration, parse_count, parse_duration_seconds
+from service.units import format_duration, parse_count, parse_duration_seconds, parse_since
 
 MINUTE = 60
 HOUR = 3600
@@ -178,3 +179,18 @@ def test_parse_count_refuses_non_positive_non_finite_and_odd_grouping(text: str)
 
 def test_parse_count_reads_thousands_separators() -> None:
     assert parse_count("1,000,000", "tokens") == 1e6
+
+
+def test_since_takes_a_duration_back_from_now_wherever_a_date_is_taken() -> None:
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+
+    assert parse_since("30d", now) == datetime(2026, 11, 1, 12, tzinfo=UTC)
+    assert parse_since("P2W", now) == datetime(2026, 11, 17, 12, tzinfo=UTC)
+    assert parse_since("2026-11-01", now) == datetime(2026, 11, 1, tzinfo=UTC)
+    assert parse_since("9" * 30 + "d", now).year > 1800  # a huge duration is still a date
+
+
+@pytest.mark.parametrize("text", ["yesterday", "30", "2026-13-01", "-3d"])
+def test_since_that_is_neither_a_date_nor_a_duration_is_one_clear_error(text: str) -> None:
+    with pytest.raises(InputError, match="YYYY-MM-DD, an ISO 8601 time or a duration"):
+        parse_since(text, datetime(2026, 12, 1, tzinfo=UTC))
