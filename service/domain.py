@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -14,6 +15,7 @@ RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 FORMULA_VERSION = "reckon-flops-1"  # bump when the math in flops.py changes meaning
 DEFAULT_UTILIZATION = 0.4  # the seed's baseline; used only when no factor set is asked for
 DEFAULT_OVERHEAD = 0.0
+_CURRENCY = re.compile(r"[A-Z]{3}")  # ISO 4217 style
 DEFAULT_HALF_LIFE_DAYS = 45.0  # the refit's recency weighting: a run this old weighs half
 
 
@@ -118,6 +120,7 @@ class EstimateRequest:
     recompute: Recompute = "none"
     recompute_factor: float | None = None  # explicit hardware/model FLOPs ratio, overrides mode
     price_per_gpu_hour: float | None = None
+    currency: str = "USD"  # of the price, and so of the cost (a label: no conversion)
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE_MODES:
@@ -129,6 +132,8 @@ class EstimateRequest:
             not math.isfinite(self.recompute_factor) or self.recompute_factor < 1
         ):
             raise InputError(f"recompute factor must be at least 1, got {self.recompute_factor!r}")
+        if not _CURRENCY.fullmatch(self.currency):
+            raise InputError(f"currency must be a 3-letter code like USD, got {self.currency!r}")
         if self.price_per_gpu_hour is not None and (
             not math.isfinite(self.price_per_gpu_hour) or self.price_per_gpu_hour < 0
         ):

@@ -46,6 +46,7 @@ def build_request(catalog: Catalog, raw: RawInputs) -> EstimateRequest:
         recompute=_recompute(raw.recompute),
         recompute_factor=raw.recompute_factor,
         price_per_gpu_hour=raw.price_per_gpu_hour,
+        currency=raw.currency.strip().upper(),
     )
 
 

@@ -59,6 +59,7 @@ ESTIMATE_INPUTS: tuple[InputField, ...] = (
     InputField("hidden_size", "int", "Model width d."),
     InputField("seq_len", "int", "Sequence length T."),
     InputField("price_per_gpu_hour", "float", "Price of one GPU-hour, to report cost."),
+    InputField("currency", "text", "Currency of the price and the cost (ISO 4217 code).", "USD"),
 )
 
 
@@ -79,6 +80,7 @@ class RawInputs:
     hidden_size: int | None = None
     seq_len: int | None = None
     price_per_gpu_hour: float | None = None
+    currency: str = "USD"
 
     @property
     def factors_given(self) -> bool:

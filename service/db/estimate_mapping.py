@@ -49,6 +49,7 @@ def to_row(saved: SavedEstimate) -> EstimateRow:
         row.utilization = request.factors.utilization
         row.overhead = request.factors.overhead
         row.price_per_gpu_hour = request.price_per_gpu_hour
+        row.currency = request.currency
         row.peak_flops = result.peak_flops
         row.model_flops = result.model_flops
         row.flops = result.flops
@@ -96,6 +97,7 @@ def _estimate(row: EstimateRow | Any) -> Estimate:
         recompute=cast(Recompute, row.recompute),
         recompute_factor=row.recompute_factor_given,
         price_per_gpu_hour=row.price_per_gpu_hour,
+        currency=row.currency or "USD",
     )
     return Estimate(
         request=request,

@@ -58,6 +58,7 @@ class EstimateRow(Base):
     utilization: Mapped[float | None] = mapped_column(Double)
     overhead: Mapped[float | None] = mapped_column(Double)
     price_per_gpu_hour: Mapped[float | None] = mapped_column(Double)
+    currency: Mapped[str | None] = mapped_column(String(3))
     peak_flops: Mapped[float | None] = mapped_column(Double)
     model_flops: Mapped[float | None] = mapped_column(Double)
     flops: Mapped[float | None] = mapped_column(Double)

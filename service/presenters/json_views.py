@@ -59,6 +59,7 @@ def request_view(request: EstimateRequest) -> JSON:
         "hidden_size": model.hidden_size,
         "seq_len": model.seq_len,
         "price_per_gpu_hour": request.price_per_gpu_hour,
+        "currency": request.currency,
     }
     return {spec.name: values[spec.name] for spec in ESTIMATE_INPUTS}
 

@@ -50,7 +50,7 @@ def estimate_text(result: Estimate) -> str:
         f" ({result.tokens_per_second / hardware.gpus:,.0f} per GPU)",
     ]
     if result.cost is not None:
-        lines.append(f"  cost             {result.cost:,.2f}")
+        lines.append(f"  cost             {result.cost:,.2f} {request.currency}")
     return "\n".join(lines)
 
 

@@ -364,3 +364,15 @@ def test_bare_reckon_prints_help_and_succeeds(capsys: pytest.CaptureFixture[str]
     assert main([]) == 0
     out, err = capsys.readouterr()
     assert "estimate" in out and "Usage" in out and err == ""
+
+
+def test_cost_is_printed_with_its_currency(capsys: pytest.CaptureFixture[str]) -> None:
+    priced = [*ESTIMATE, "--price-per-gpu-hour", "2.5"]
+
+    code, out, _ = reckon(capsys, priced)
+    _, euro, _ = reckon(capsys, [*priced, "--currency", "eur", "--json"])
+    bad, _, err = reckon(capsys, [*priced, "--currency", "euros"])
+
+    assert code == 0 and "USD" in next(line for line in out.splitlines() if "cost" in line)
+    assert json.loads(euro)["currency"] == "EUR" and json.loads(euro)["cost"] > 0
+    assert bad == 2 and "3-letter code" in err

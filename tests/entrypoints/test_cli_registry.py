@@ -159,3 +159,19 @@ def test_postgres_refuses_an_out_of_date_schema_until_db_upgrade(
         engine = make_engine(url)
         assert migrate.current_revision(engine) == migrate.head_revision(engine)
         engine.dispose()
+
+
+def test_human_output_shows_the_label_and_the_saved_range(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
+    code, out, _ = run(
+        capsys, "estimate", *args, "--calibrated", "--save", "--label", "plan B", "--json"
+    )
+    saved = json.loads(out)
+
+    _, shown, _ = run(capsys, "estimates", "show", saved["id"])
+    _, listed, _ = run(capsys, "estimates", "list")
+
+    assert code == 0 and "plan B" in shown and "P10 / P50 / P90" in shown
+    assert "plan B" in listed and "P10-P90" in listed

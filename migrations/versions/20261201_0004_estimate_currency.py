@@ -1,0 +1,26 @@
+"""Estimates record the currency of their price and cost (a label, ISO 4217 style).
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-12-01 09:20:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("estimate", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("currency", sa.String(length=3), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("estimate", schema=None) as batch_op:
+        batch_op.drop_column("currency")
