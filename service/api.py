@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from service import estimates, queries, running
+from service.api_docs import install_offline_docs
 from service.bootstrap import Container
 from service.domain import (
     ConflictError,
@@ -100,7 +101,10 @@ def create_app(
         version="0.1.0",
         description="How many GPUs, and how long? Estimates that learn from MLflow.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load from a CDN; these ship with the install
+        redoc_url=None,
     )
+    install_offline_docs(app)
 
     @app.exception_handler(ReckonError)
     async def domain_error(_request: Request, error: ReckonError) -> JSONResponse:

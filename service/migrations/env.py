@@ -26,9 +26,7 @@ def _engine() -> Engine:
     return make_engine(os.environ.get("RECKON_DATABASE_URL", "sqlite:///reckon.db"))
 
 
-def render_item(
-    type_: str, obj: Any, autogen_context: AutogenContext
-) -> str | Literal[False]:
+def render_item(type_: str, obj: Any, autogen_context: AutogenContext) -> str | Literal[False]:
     """Revisions must not import `service`: render our UTC column as a plain DateTime."""
     if type_ == "type" and isinstance(obj, UtcDateTime):
         return "sa.DateTime(timezone=True)"
