@@ -126,9 +126,7 @@ def browser(chromium: str, tmp_path: Path) -> Browser:
 def assert_stayed_on_the_server(requests: list[str]) -> None:
     assert any(urlsplit(url).path.startswith(ASSETS_URL) for url in requests), requests
     outside = [
-        url
-        for url in requests
-        if urlsplit(url).hostname not in ("127.0.0.1", *BROWSER_OWN_HOSTS)
+        url for url in requests if urlsplit(url).hostname not in ("127.0.0.1", *BROWSER_OWN_HOSTS)
     ]
     assert outside == [], f"the page reached beyond the server: {outside}"
 
