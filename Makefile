@@ -28,8 +28,8 @@ demo: $(VENV)/.dev-installed
 	$(BIN)/python -m demo
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check service tests bench migrations demo
-	$(BIN)/ruff format --check service tests bench migrations demo
+	$(BIN)/ruff check service tests bench demo
+	$(BIN)/ruff format --check service tests bench demo
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

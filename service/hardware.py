@@ -38,7 +38,14 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
         _tf(fp32=15.7, fp16=125),
         # NVIDIA Tesla V100 datasheet (SXM2): FP32 15.7 TFLOPS, Tensor 125 TFLOPS; no BF16/TF32
         source="NVIDIA V100 Tensor Core GPU datasheet, SXM2 column",
-        aliases=("v100-sxm2", "v100-32gb", "v100-16gb", "tesla-v100", "tesla-v100-sxm2-32gb"),
+        aliases=(
+            "v100-sxm2",
+            "v100-32gb",
+            "v100-16gb",
+            "tesla-v100",
+            "tesla-v100-sxm2-32gb",  # NVML / torch.cuda.get_device_name
+            "tesla-v100-sxm2-16gb",
+        ),
         memory_gb=32,
     ),
     GpuSpec(
@@ -46,7 +53,7 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
         _tf(fp32=19.5, tf32=156, bf16=312, fp16=312),
         # NVIDIA A100 datasheet: TF32 156 (312 sparse), BF16/FP16 312 (624 sparse); no FP8
         source="NVIDIA A100 Tensor Core GPU datasheet, dense (sparse values halved)",
-        aliases=("a100-sxm4-40gb", "a100-40g", "a100-pcie-40gb"),
+        aliases=("a100-sxm4-40gb", "a100-40g", "a100-pcie-40gb", "a100-40gb-pcie"),
         memory_gb=40,
     ),
     GpuSpec(
@@ -54,7 +61,7 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
         _tf(fp32=19.5, tf32=156, bf16=312, fp16=312),
         # NVIDIA A100 datasheet, 80GB SXM column: same compute peaks as the 40GB part
         source="NVIDIA A100 Tensor Core GPU datasheet, dense (sparse values halved)",
-        aliases=("a100-sxm4-80gb", "a100-80g", "a100-pcie-80gb"),
+        aliases=("a100-sxm4-80gb", "a100-80g", "a100-pcie-80gb", "a100-80gb-pcie"),
         memory_gb=80,
     ),
     GpuSpec(
@@ -94,7 +101,7 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
         _tf(fp32=67, tf32=495, bf16=989, fp16=989, fp8=1979),
         # NVIDIA H200 datasheet, SXM: TF32 989*, BF16/FP16 1979*, FP8 3958* (*sparse, halved)
         source="NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column, dense",
-        aliases=("h200-sxm", "h200-141gb"),
+        aliases=("h200-sxm", "h200-141gb", "h200-141gb-hbm3e"),
         memory_gb=141,
     ),
     GpuSpec(
@@ -105,6 +112,34 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
         source="NVIDIA HGX B200 datasheet, per GPU (platform / 8), dense",
         aliases=("b200-sxm", "b200-180gb"),
         memory_gb=180,
+    ),
+    GpuSpec(
+        "gb200",
+        _tf(fp32=80, tf32=1250, bf16=2500, fp16=2500, fp8=5000, fp4=10000),
+        # NVIDIA GB200 NVL72 datasheet (72 GPUs): FP32 5,760 TF, TF32 180 PF*, BF16 360 PF*,
+        # FP8 720 PF*, FP4 1,440 PF* (*sparse): per GPU /72, dense /2
+        source="NVIDIA GB200 NVL72 datasheet, per GPU (rack / 72), dense",
+        aliases=("gb200-nvl72", "gb200-186gb"),
+        memory_gb=186,
+    ),
+    GpuSpec(
+        "b300",
+        _tf(fp32=75, tf32=1125, bf16=2250, fp16=2250, fp8=4500, fp4=13500),
+        # NVIDIA HGX B300 datasheet (8 GPUs): FP32 600 TF, TF32 18 PF*, BF16 36 PF*,
+        # FP8 72 PF*, FP4 144 PF* | 108 PF dense: per GPU /8, sparse /2 (Blackwell Ultra's
+        # dense FP4 is stated, not half the sparse figure)
+        source="NVIDIA HGX B300 datasheet, per GPU (platform / 8), dense",
+        aliases=("b300-sxm", "b300-sxm6-ac", "b300-288gb"),
+        memory_gb=288,
+    ),
+    GpuSpec(
+        "gb300",
+        _tf(fp32=83.3, tf32=1250, bf16=2500, fp16=2500, fp8=5000, fp4=15000),
+        # NVIDIA GB300 NVL72 datasheet (72 GPUs): FP32 6 PF, TF32 180 PF*, BF16 360 PF*,
+        # FP8 720 PF*, FP4 1,440 PF* | 1,080 PF dense: per GPU /72, sparse /2
+        source="NVIDIA GB300 NVL72 datasheet, per GPU (rack / 72), dense",
+        aliases=("gb300-nvl72", "gb300-288gb"),
+        memory_gb=288,
     ),
     GpuSpec(
         "l40s",
@@ -133,11 +168,75 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
         memory_gb=192,
         vendor="amd",
     ),
+    GpuSpec(
+        "mi325x",
+        _tf(fp32=163.4, tf32=653.7, bf16=1307.4, fp16=1307.4, fp8=2614.9),
+        # AMD Instinct MI325X datasheet: the MI300X compute die (304 CUs, 2.1 GHz) with
+        # 256 GB HBM3E: TF32 653.7, FP16/BF16 1307.4, FP8 2614.9 (dense; sparse doubles)
+        source="AMD Instinct MI325X datasheet, dense",
+        aliases=("instinct-mi325x", "amd-mi325x"),
+        memory_gb=256,
+        vendor="amd",
+    ),
+    GpuSpec(
+        "mi355x",
+        _tf(fp32=157.3, bf16=2516.6, fp16=2516.6, fp8=5033.2, fp4=10066.3),
+        # AMD Instinct MI355X datasheet (CDNA 4, 256 CUs, 2.4 GHz): FP32 matrix 157.3,
+        # FP16/BF16 2.5 PF, FP8 5.0 PF, MXFP4 10.1 PF (dense; sparse doubles). CDNA 4 has no
+        # TF32 hardware (AMD emulates it through BF16), so there is no tf32 peak
+        source="AMD Instinct MI355X datasheet, dense",
+        aliases=("instinct-mi355x", "amd-mi355x"),
+        memory_gb=288,
+        vendor="amd",
+    ),
+    GpuSpec(
+        "gaudi3",
+        _tf(bf16=1835, fp8=1835),
+        # Intel Gaudi 3 AI accelerator white paper, HL-325L OAM: MME BF16 and FP8 1,835
+        # TFLOPS each (no sparsity); the other formats run far slower, so none is listed
+        source="Intel Gaudi 3 AI Accelerator white paper, HL-325L OAM, MME peaks",
+        aliases=("gaudi-3", "intel-gaudi-3", "intel-gaudi3", "hl-325l", "hl-325"),
+        memory_gb=128,
+        vendor="intel",
+    ),
+    GpuSpec(
+        "tpu-v5e",
+        _tf(bf16=197),
+        # Google Cloud TPU v5e documentation: 197 TFLOPS BF16 per chip (394 TOPS INT8)
+        source="Google Cloud TPU v5e system architecture, per chip",
+        # jax device_kind "TPU v5 lite"; GKE accelerator "tpu-v5-lite-podslice"
+        aliases=("v5e", "tpuv5e", "tpu-v5-lite", "tpu-v5-lite-podslice", "v5litepod"),
+        memory_gb=16,
+        vendor="google",
+    ),
+    GpuSpec(
+        "tpu-v5p",
+        _tf(bf16=459),
+        # Google Cloud TPU v5p documentation: 459 TFLOPS BF16 per chip (918 TOPS INT8)
+        source="Google Cloud TPU v5p system architecture, per chip",
+        # jax device_kind "TPU v5"; GKE accelerator "tpu-v5p-slice"
+        aliases=("v5p", "tpuv5p", "tpu-v5", "tpu-v5p-slice"),
+        memory_gb=95,
+        vendor="google",
+    ),
+    GpuSpec(
+        "tpu-v6e",
+        _tf(bf16=918),
+        # Google Cloud TPU v6e (Trillium) documentation: 918 TFLOPS BF16 per chip (1,836 TOPS
+        # INT8)
+        source="Google Cloud TPU v6e (Trillium) system architecture, per chip",
+        # jax device_kind "TPU v6 lite"; GKE accelerator "tpu-v6e-slice"
+        aliases=("v6e", "tpuv6e", "tpu-v6-lite", "tpu-v6e-slice", "trillium"),
+        memory_gb=32,
+        vendor="google",
+    ),
 )
 
 
 def normalize_name(name: str) -> str:
-    """`NVIDIA A100-SXM4-80GB`, `a100_80gb` and `A100 80GB` all become `a100-sxm4-80gb`/..."""
+    """`NVIDIA A100-SXM4-80GB` (as NVML and `torch.cuda.get_device_name` report it),
+    `a100_80gb` and `A100 80GB` become `a100-sxm4-80gb`, `a100-80gb`, ...: lower case, dashes,
+    the vendor prefix dropped, so the catalog's aliases can match what a framework prints."""
     text = name.strip().lower().replace("_", "-").replace(" ", "-")
     for prefix in ("nvidia-", "amd-instinct-"):
         if text.startswith(prefix) and len(text) > len(prefix):

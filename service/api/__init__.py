@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from service.api import loop, ops, planning
 from service.api.deps import Unauthorized
+from service.api_docs import install_offline_docs
 from service.app import Reckon
 from service.domain import ConflictError, InputError, NotFoundError, ReckonError, UnavailableError
 
@@ -69,7 +70,10 @@ def create_app(
         description="How many GPUs, and how long? Estimates that learn from MLflow.",
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
+        docs_url=None,  # FastAPI's pages load from a CDN; these ship with the install
+        redoc_url=None,
     )
+    install_offline_docs(api)
     api.state.reckon = app
     api.add_exception_handler(ReckonError, _domain_error)  # type: ignore[arg-type]
     api.add_exception_handler(Unauthorized, _unauthorized)

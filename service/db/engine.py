@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -37,6 +38,19 @@ def parse_url(url: str) -> URL:
 def safe_url(url: URL | str) -> str:
     parsed = url if isinstance(url, URL) else make_url(url)
     return parsed.render_as_string(hide_password=True)
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL names (relative to the working directory, as SQLite opens it),
+    or None for an in-memory database or another dialect."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database or ""
+    if database.startswith("file:"):  # a URI filename (`?uri=true`): drop its own query
+        database = database.removeprefix("file:").split("?", 1)[0]
+    if not database or database == ":memory:" or url.query.get("mode") == "memory":
+        return None
+    return Path(database)
 
 
 def make_engine(url: str, **options: Any) -> Engine:

@@ -1,10 +1,10 @@
 """Schema management through Alembic: upgrade, current revision and the head check that
-commands run before touching the database. The migration tree is `migrations/` beside the
-package (or RECKON_MIGRATIONS_DIR when installed elsewhere)."""
+commands run before touching the database. The migration tree ships inside the package
+(`service/migrations/`), so a wheel install migrates exactly as a checkout does. Reading a
+SQLite file that does not exist creates nothing: only writes create the embedded database."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from alembic import command
@@ -13,16 +13,16 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from service.db.engine import database_errors, safe_url
-from service.domain import UnavailableError
+from service.db.engine import database_errors, safe_url, sqlite_file
+from service.domain import NotFoundError, UnavailableError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 
 
 def migrations_dir() -> Path:
-    configured = os.environ.get("RECKON_MIGRATIONS_DIR")
-    path = Path(configured) if configured else Path(__file__).resolve().parents[2] / "migrations"
-    if not (path / "env.py").is_file():
-        raise UnavailableError(f"migration scripts not found at {path}; set RECKON_MIGRATIONS_DIR")
-    return path
+    if not (MIGRATIONS_DIR / "env.py").is_file():  # a broken install, not a user's mistake
+        raise UnavailableError(f"migration scripts not found at {MIGRATIONS_DIR}; reinstall reckon")
+    return MIGRATIONS_DIR
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -38,7 +38,28 @@ def head_revision(engine: Engine) -> str:
     return head
 
 
+def database_exists(engine: Engine) -> bool:
+    """False only for a SQLite file that is not there yet (a server database is assumed to
+    exist; connecting to it says otherwise)."""
+    path = sqlite_file(engine.url)
+    return path is None or path.exists()
+
+
+def require_database(engine: Engine) -> None:
+    """For commands that only read: a missing SQLite file is a NotFoundError, and is not
+    created (connecting would create an empty file as a side effect of looking)."""
+    if not database_exists(engine):
+        raise NotFoundError(
+            f"no database yet at {sqlite_file(engine.url)}: nothing has been saved; "
+            "`reckon estimate --save` or `reckon db upgrade` creates it"
+        )
+
+
 def current_revision(engine: Engine) -> str | None:
+    """The schema revision, None for an empty database or a SQLite file not created yet
+    (which this does not create)."""
+    if not database_exists(engine):
+        return None
     with database_errors(engine), engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
@@ -53,10 +74,13 @@ def downgrade(engine: Engine, revision: str) -> None:
         command.downgrade(alembic_config(engine), revision)
 
 
-def ensure_schema(engine: Engine) -> None:
+def ensure_schema(engine: Engine, *, create: bool = True) -> None:
     """Make sure the schema is at head before a command uses it. The embedded SQLite
     database upgrades itself (a newcomer needs no extra step); a server database is shared,
-    so its upgrade is a deliberate `reckon db upgrade`, never a side effect."""
+    so its upgrade is a deliberate `reckon db upgrade`, never a side effect. With
+    `create=False` (a read) a SQLite file that does not exist is a NotFoundError instead."""
+    if not create:
+        require_database(engine)
     current = current_revision(engine)
     head = head_revision(engine)
     if current == head:

@@ -14,11 +14,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
 from service.db import migrate
-from service.db.engine import make_engine
+from service.db.engine import make_engine, sqlite_file
 from service.db.tables import Base
+from service.domain import NotFoundError
 from tests.databases import empty_database
 
-VERSIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"
+VERSIONS = migrate.MIGRATIONS_DIR / "versions"
 
 
 @pytest.fixture
@@ -91,3 +92,89 @@ def test_revisions_import_nothing_from_service_and_really_downgrade(path: Path) 
         node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "downgrade"
     )
     assert not all(isinstance(statement, ast.Pass) for statement in downgrade.body)
+
+
+def test_the_tree_lives_inside_the_package_so_a_wheel_carries_it() -> None:
+    import service
+
+    package = Path(service.__file__).resolve().parent
+
+    assert migrate.migrations_dir() == package / "migrations"
+    assert sorted(VERSIONS.glob("*.py"))
+
+
+# --- reads and writes of the embedded SQLite file ---------------------------------------------
+
+
+@pytest.fixture
+def missing_sqlite(tmp_path: Path) -> Iterator[tuple[Engine, Path]]:
+    path = tmp_path / "nothing-saved-yet.db"
+    engine = make_engine(f"sqlite:///{path}")
+    yield engine, path
+    engine.dispose()
+
+
+def test_a_read_of_a_missing_sqlite_file_says_so_and_creates_nothing(
+    missing_sqlite: tuple[Engine, Path],
+) -> None:
+    engine, path = missing_sqlite
+
+    with pytest.raises(NotFoundError) as raised:
+        migrate.ensure_schema(engine, create=False)
+
+    message = str(raised.value)
+    assert "no database yet" in message and str(path) in message
+    assert "\n" not in message
+    assert not path.exists()
+
+
+def test_the_current_revision_of_a_missing_sqlite_file_is_none_and_creates_nothing(
+    missing_sqlite: tuple[Engine, Path],
+) -> None:
+    engine, path = missing_sqlite
+
+    revision = migrate.current_revision(engine)
+
+    assert revision is None
+    assert not path.exists()
+
+
+def test_a_write_creates_and_migrates_the_missing_sqlite_file(
+    missing_sqlite: tuple[Engine, Path],
+) -> None:
+    engine, path = missing_sqlite
+
+    migrate.ensure_schema(engine)
+
+    assert path.exists()
+    assert migrate.current_revision(engine) == migrate.head_revision(engine)
+
+
+def test_a_read_of_an_existing_sqlite_file_at_an_old_revision_upgrades_it(
+    missing_sqlite: tuple[Engine, Path],
+) -> None:
+    engine, _path = missing_sqlite
+    first = ScriptDirectory.from_config(migrate.alembic_config(engine)).get_base()
+    assert isinstance(first, str)
+    migrate.upgrade(engine, first)
+
+    migrate.ensure_schema(engine, create=False)
+
+    assert migrate.current_revision(engine) == migrate.head_revision(engine)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///reckon.db", Path("reckon.db")),
+        ("sqlite:////var/lib/reckon/reckon.db", Path("/var/lib/reckon/reckon.db")),
+        ("sqlite:///file:reckon.db?mode=rw&uri=true", Path("reckon.db")),
+        ("sqlite://", None),
+        ("sqlite:///:memory:", None),
+        ("postgresql+psycopg://reckon@db:5432/reckon", None),
+    ],
+)
+def test_only_a_file_backed_sqlite_url_names_a_file(url: str, expected: Path | None) -> None:
+    engine = make_engine(url)
+
+    assert sqlite_file(engine.url) == expected

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from service.domain import InputError
-from service.hardware import PRECISIONS, Catalog, build_catalog, load_user_gpus
+from service.hardware import (
+    BUILTIN_GPUS,
+    PRECISIONS,
+    Catalog,
+    build_catalog,
+    load_user_gpus,
+    normalize_name,
+)
 
 TERA = 1e12
 
@@ -25,6 +32,19 @@ REQUIRED_GPUS = (
     "l40s",
     "mi250x",
     "mi300x",
+)
+
+# The current generation (issue 12): Blackwell and Blackwell Ultra, CDNA 3/4, Gaudi 3, TPUs.
+CURRENT_CHIPS = (
+    "gb200",
+    "b300",
+    "gb300",
+    "mi325x",
+    "mi355x",
+    "gaudi3",
+    "tpu-v5e",
+    "tpu-v5p",
+    "tpu-v6e",
 )
 
 
@@ -43,7 +63,7 @@ def write_hardware_file(tmp_path: Path, text: str) -> Path:
 # --- built-in entries ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gpu", REQUIRED_GPUS)
+@pytest.mark.parametrize("gpu", REQUIRED_GPUS + CURRENT_CHIPS)
 def test_required_gpu_has_a_half_precision_training_peak(catalog: Catalog, gpu: str) -> None:
     spec = catalog.resolve(gpu)
 
@@ -64,6 +84,28 @@ def test_required_gpu_has_a_half_precision_training_peak(catalog: Catalog, gpu: 
         ("a100-40gb", "bf16", 312),
         ("a100-40gb", "tf32", 156),
         ("a100-40gb", "fp32", 19.5),
+        # rack or platform totals divided by their GPU count, sparse figures halved
+        ("gb200", "fp32", 80),
+        ("gb200", "tf32", 1250),
+        ("gb200", "bf16", 2500),
+        ("gb200", "fp8", 5000),
+        ("gb200", "fp4", 10000),
+        ("b300", "bf16", 2250),
+        ("b300", "fp8", 4500),
+        ("b300", "fp4", 13500),
+        ("gb300", "bf16", 2500),
+        ("gb300", "fp4", 15000),
+        ("mi325x", "bf16", 1307.4),
+        ("mi325x", "fp8", 2614.9),
+        ("mi355x", "fp32", 157.3),
+        ("mi355x", "bf16", 2516.6),
+        ("mi355x", "fp8", 5033.2),
+        ("mi355x", "fp4", 10066.3),
+        ("gaudi3", "bf16", 1835),
+        ("gaudi3", "fp8", 1835),
+        ("tpu-v5e", "bf16", 197),
+        ("tpu-v5p", "bf16", 459),
+        ("tpu-v6e", "bf16", 918),
     ],
 )
 def test_peak_is_the_dense_datasheet_value(
@@ -87,6 +129,11 @@ def test_peak_is_the_dense_datasheet_value(
         ("b200", 4500),
         ("l40s", 733),
         ("mi300x", 2614.9),
+        ("gb200", 5000),
+        ("b300", 4500),
+        ("gb300", 5000),
+        ("mi325x", 2614.9),
+        ("mi355x", 5033.2),
     ],
 )
 def test_half_precision_peak_is_dense_not_the_sparse_figure(
@@ -104,7 +151,8 @@ def test_h100_sxm_bf16_peak_is_below_the_sparse_1979(catalog: Catalog) -> None:
     assert result < 1000e12
 
 
-@pytest.mark.parametrize("gpu", REQUIRED_GPUS)
+# Gaudi 3 runs FP8 at the BF16 rate by design, so it is left out of the ladder.
+@pytest.mark.parametrize("gpu", [*REQUIRED_GPUS, *(c for c in CURRENT_CHIPS if c != "gaudi3")])
 def test_tensor_precisions_double_down_the_ladder(catalog: Catalog, gpu: str) -> None:
     # Catches TF32 entered as BF16 and sparse FP8: tf32 = bf16/2 and fp8 = 2·bf16 (dense).
     peaks = catalog.resolve(gpu).peak_flops
@@ -146,6 +194,41 @@ def test_every_entry_uses_only_known_precisions(catalog: Catalog) -> None:
         ("H100-PCIe", "h100-pcie"),
         ("AMD Instinct MI300X", "mi300x"),
         ("  v100  ", "v100"),
+        # what NVML, nvidia-smi and torch.cuda.get_device_name() print
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H100 NVL", "h100-nvl"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H800", "h800"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA GB200", "gb200"),
+        ("NVIDIA B300 SXM6 AC", "b300"),
+        ("NVIDIA GB300", "gb300"),
+        ("NVIDIA L40S", "l40s"),
+        ("Tesla V100-SXM2-32GB", "v100"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        # what rocm-smi / torch on ROCm print
+        ("AMD Instinct MI250X", "mi250x"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("AMD Instinct MI325X", "mi325x"),
+        ("AMD Instinct MI355X", "mi355x"),
+        # Gaudi (hl-smi) and TPUs (jax device_kind, GKE accelerator labels)
+        ("HL-325L", "gaudi3"),
+        ("Intel Gaudi 3", "gaudi3"),
+        ("TPU v5 lite", "tpu-v5e"),
+        ("tpu-v5-lite-podslice", "tpu-v5e"),
+        ("TPU v5", "tpu-v5p"),
+        ("tpu-v5p-slice", "tpu-v5p"),
+        ("TPU v6 lite", "tpu-v6e"),
+        ("tpu-v6e-slice", "tpu-v6e"),
+        # case does not matter anywhere
+        ("nvidia h100 80gb hbm3", "h100-sxm"),
+        ("NVIDIA GB200", "gb200"),
+        ("TPU-V6E", "tpu-v6e"),
     ],
 )
 def test_gpu_names_and_aliases_resolve_case_insensitively(
@@ -179,6 +262,32 @@ def test_missing_precision_is_an_error_naming_what_the_chip_has(catalog: Catalog
     message = str(raised.value)
     assert "fp8" in message
     assert all(p in message for p in ("fp32", "tf32", "bf16", "fp16"))
+
+
+@pytest.mark.parametrize(
+    ("gpu", "precision"),
+    [
+        ("mi355x", "tf32"),  # CDNA 4 dropped TF32 hardware
+        ("tpu-v6e", "fp8"),
+        ("tpu-v5e", "fp32"),
+        ("gaudi3", "fp32"),
+        ("gb200", "fp4x"),
+    ],
+)
+def test_a_current_chip_without_the_precision_is_an_error(
+    catalog: Catalog, gpu: str, precision: str
+) -> None:
+    with pytest.raises(InputError, match=precision):
+        catalog.peak_flops(gpu, precision)
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H200 NVL", "Tesla V100-PCIE-32GB", "TPU v4"])
+def test_a_variant_with_other_clocks_is_unknown_not_a_neighbour(
+    catalog: Catalog, name: str
+) -> None:
+    # A PCIe or NVL part runs at lower clocks than its SXM sibling: never borrow its peak.
+    with pytest.raises(InputError, match="unknown GPU"):
+        catalog.resolve(name)
 
 
 def test_unknown_precision_is_an_error_not_a_fallback(catalog: Catalog) -> None:
@@ -297,3 +406,13 @@ def test_missing_user_file_is_an_input_error_naming_the_file(tmp_path: Path) -> 
 
     with pytest.raises(InputError, match=re.escape(str(path))):
         build_catalog(path)
+
+
+def test_no_name_or_alias_names_two_gpus() -> None:
+    owners: dict[str, set[str]] = {}
+    for spec in BUILTIN_GPUS:
+        for key in (spec.name, *spec.aliases):
+            owners.setdefault(normalize_name(key), set()).add(spec.name)
+
+    shared = {key: names for key, names in owners.items() if len(names) > 1}
+    assert shared == {}

@@ -5,7 +5,7 @@ back to RECKON_DATABASE_URL."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from alembic import context
 from alembic.autogenerate.api import AutogenContext
@@ -26,7 +26,7 @@ def _engine() -> Engine:
     return make_engine(os.environ.get("RECKON_DATABASE_URL", "sqlite:///reckon.db"))
 
 
-def render_item(type_: str, obj: Any, autogen_context: AutogenContext) -> str | bool:
+def render_item(type_: str, obj: Any, autogen_context: AutogenContext) -> str | Literal[False]:
     """Revisions must not import `service`: render our UTC column as a plain DateTime."""
     if type_ == "type" and isinstance(obj, UtcDateTime):
         return "sa.DateTime(timezone=True)"
