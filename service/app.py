@@ -21,6 +21,7 @@ from service.domain import (
     DEFAULT_HALF_LIFE_DAYS,
     FactorSource,
     InputError,
+    NoDatabaseYet,
     NotFoundError,
     Plan,
     ReckonError,
@@ -70,7 +71,8 @@ class Adapters:
     """The ports, as factories: each call to `unit_of_work()` is one new transaction."""
 
     catalog: Callable[[], Catalog]
-    unit_of_work: Callable[[], UnitOfWork]
+    unit_of_work: Callable[[], UnitOfWork]  # for writes: an embedded database is created
+    reader: Callable[[], UnitOfWork]  # for reads: a missing database is NoDatabaseYet
     run_source: Callable[[], RunSource]
     pass_lock: Callable[[], PassLock]
     schema: Callable[[], SchemaAdmin]
@@ -121,8 +123,15 @@ class Reckon:
             raise InputError("calibrated estimates use fitted factors; drop utilization/overhead")
         from service import calibrated as calibrated_use_case
 
+        try:
+            reader = self._adapters.reader()
+            chosen = calibrated_use_case.chosen_factor_set(reader, factor_set)
+        except NoDatabaseYet:
+            if factor_set is not None:
+                raise
+            chosen = None  # nothing saved yet, so no factor set either: the published prior
         answer = calibrated_use_case.calibrated(
-            self._adapters.unit_of_work(), self.catalog, request, self._adapters.prior(), factor_set
+            self.catalog, request, chosen, self._adapters.prior()
         )
         return Answer(answer.estimate, answer.factors.level, answer)
 
@@ -189,13 +198,11 @@ class Reckon:
         )
 
     def estimate_detail(self, estimate_id: str) -> EstimateDetail:
-        saved, run_ids = estimates.show(self._adapters.unit_of_work(), estimate_id)
+        saved, run_ids = estimates.show(self._adapters.reader(), estimate_id)
         return EstimateDetail(saved, run_ids)
 
     def list_estimates(self, *, limit: int = 50, gpu: str | None = None) -> list[SavedEstimate]:
-        return estimates.list_saved(
-            self._adapters.unit_of_work(), limit=limit, gpu=self._gpu_name(gpu)
-        )
+        return estimates.list_saved(self._adapters.reader(), limit=limit, gpu=self._gpu_name(gpu))
 
     # --- the loop: reconcile, refit, read the history ---------------------------------------
 
@@ -261,7 +268,7 @@ class Reckon:
         from service import queries
 
         return queries.history(
-            self._adapters.unit_of_work(),
+            self._adapters.reader(),
             since=self._since(since),
             gpu=self._gpu_name(gpu),
             limit=limit,
@@ -271,7 +278,7 @@ class Reckon:
         from service import accuracy
 
         return accuracy.accuracy(
-            self._adapters.unit_of_work(),
+            self._adapters.reader(),
             self._adapters.prior(),
             self.fit_parameters,
             by=ACCURACY_ALIASES.get(by, by) if by is not None else None,
@@ -282,7 +289,7 @@ class Reckon:
         """The active factor set, or the one pinned by `version`."""
         from service import calibration
 
-        with self._adapters.unit_of_work() as uow:
+        with self._adapters.reader() as uow:
             active = uow.factor_sets.active()
             chosen = active if version is None else uow.factor_sets.get(version)
         if chosen is None and version is not None:
@@ -306,7 +313,7 @@ class Reckon:
         return self.factors(version)
 
     def factor_history(self) -> FactorHistory:
-        with self._adapters.unit_of_work() as uow:
+        with self._adapters.reader() as uow:
             active = uow.factor_sets.active()
             sets = uow.factor_sets.all()
         return FactorHistory(sets, None if active is None else active.version)
@@ -315,13 +322,13 @@ class Reckon:
         from service import running
 
         return running.running(
-            self._adapters.unit_of_work(), self._adapters.run_source(), self.clock.now()
+            self._adapters.reader(), self._adapters.run_source(), self.clock.now()
         )
 
     def jobs(self, limit: int = 20) -> Jobs:
         from service import queries
 
-        passes = queries.passes(self._adapters.unit_of_work(), limit)
+        passes = queries.passes(self._adapters.reader(), limit)
         return Jobs(self.policy.schedule, self.policy.timezone, passes)
 
     # --- operations ------------------------------------------------------------------------
@@ -332,7 +339,7 @@ class Reckon:
         return Health(database=database, mlflow=self._check(self._ping_mlflow))
 
     def _ping_database(self) -> None:
-        with self._adapters.unit_of_work() as uow:
+        with self._adapters.reader() as uow:
             uow.passes.recent(1)
 
     def _ping_mlflow(self) -> None:
@@ -349,7 +356,7 @@ class Reckon:
     def metrics(self) -> Snapshot:
         from service import queries
 
-        return queries.snapshot(self._adapters.unit_of_work())
+        return queries.snapshot(self._adapters.reader())
 
     def report(self) -> ReportData:
         """What `reckon report` draws: the history, accuracy by GPU, every factor set and

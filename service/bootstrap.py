@@ -56,8 +56,17 @@ class _Wiring:
 
     @cached_property
     def engine(self) -> Engine:
-        """The engine, once the schema is known to be at head."""
+        """The engine for writes, once the schema is at head (an embedded SQLite database is
+        created and migrated here, as a newcomer expects)."""
         self.schema.ensure()
+        self.__dict__["read_engine"] = self.raw_engine
+        return self.raw_engine
+
+    @cached_property
+    def read_engine(self) -> Engine:
+        """The engine for reads: the schema must be at head, and a SQLite file that does not
+        exist yet is a NoDatabaseYet rather than created by looking."""
+        self.schema.ensure(create=False)
         return self.raw_engine
 
     @cached_property
@@ -68,6 +77,11 @@ class _Wiring:
         from service.db.unit_of_work import SqlUnitOfWork
 
         return SqlUnitOfWork(self.engine)
+
+    def reader(self) -> SqlUnitOfWork:
+        from service.db.unit_of_work import SqlUnitOfWork
+
+        return SqlUnitOfWork(self.read_engine)
 
     def run_source(self) -> MlflowRunSource:
         from service.mlflow_source import MlflowRunSource
@@ -94,6 +108,7 @@ class _Wiring:
         """Release pooled connections (only if an engine was ever built)."""
         engine = self.__dict__.pop("raw_engine", None)
         self.__dict__.pop("engine", None)
+        self.__dict__.pop("read_engine", None)
         if engine is not None:
             engine.dispose()
 
@@ -121,10 +136,10 @@ class _Schema:
         migrate.upgrade(self._engine())
         return self.status()
 
-    def ensure(self) -> None:
+    def ensure(self, *, create: bool = True) -> None:
         from service.db import migrate
 
-        migrate.ensure_schema(self._engine())
+        migrate.ensure_schema(self._engine(), create=create)
 
 
 def build(settings: Settings | None = None, *, clock: Clock | None = None) -> Reckon:
@@ -142,6 +157,7 @@ def build(settings: Settings | None = None, *, clock: Clock | None = None) -> Re
     adapters = Adapters(
         catalog=lambda: wiring.catalog,
         unit_of_work=wiring.unit_of_work,
+        reader=wiring.reader,
         run_source=wiring.run_source,
         pass_lock=wiring.pass_lock,
         schema=lambda: wiring.schema,

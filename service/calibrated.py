@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from service import calibration
-from service.calibration import Prior, SegmentFactors
+from service.calibration import FactorSet, Prior, SegmentFactors
 from service.domain import Estimate, EstimateRequest, Factors, Interval, NotFoundError
 from service.estimates import compute
 from service.hardware import Catalog
@@ -26,20 +26,21 @@ class Calibrated:
     factor_set: int | None
 
 
-def calibrated(
-    uow: UnitOfWork,
-    catalog: Catalog,
-    request: EstimateRequest,
-    prior: Prior,
-    version: int | None = None,
-) -> Calibrated:
-    """Use the active factor set (or the pinned `version`; without any set, the published
-    prior with its deliberately wide range). A fitted utilization above 1 (a sign of a wrong
-    peak in the catalog) is capped at 1."""
+def chosen_factor_set(uow: UnitOfWork, version: int | None) -> FactorSet | None:
+    """The active factor set, or the pinned `version` (which must exist)."""
     with uow:
-        chosen_set = uow.factor_sets.active() if version is None else uow.factor_sets.get(version)
-    if version is not None and chosen_set is None:
+        chosen = uow.factor_sets.active() if version is None else uow.factor_sets.get(version)
+    if version is not None and chosen is None:
         raise NotFoundError(f"no factor set with version {version}")
+    return chosen
+
+
+def calibrated(
+    catalog: Catalog, request: EstimateRequest, chosen_set: FactorSet | None, prior: Prior
+) -> Calibrated:
+    """With the chosen factor set (without one, the published prior with its deliberately
+    wide range). A fitted utilization above 1 (a sign of a wrong peak in the catalog) is
+    capped at 1."""
     segments = (
         chosen_set.segments
         if chosen_set is not None

@@ -31,6 +31,10 @@ class NotFoundError(ReckonError):
     """A named thing (estimate, factor set, run) does not exist (CLI exit 3, HTTP 404)."""
 
 
+class NoDatabaseYet(NotFoundError):
+    """A read found no database: nothing has been saved yet (and the read created none)."""
+
+
 class ConflictError(ReckonError):
     """The request contradicts stored state (CLI exit 4, HTTP 409)."""
 

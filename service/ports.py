@@ -222,6 +222,8 @@ class SchemaAdmin(Protocol):
         """Migrate to head; returns the new status."""
         ...
 
-    def ensure(self) -> None:
-        """Raise UnavailableError unless the schema is at head (SQLite upgrades itself)."""
+    def ensure(self, *, create: bool = True) -> None:
+        """Raise UnavailableError unless the schema is at head (an embedded SQLite database
+        upgrades itself). With `create=False`, a SQLite file that is not there yet is a
+        NoDatabaseYet, and is not created."""
         ...

@@ -363,7 +363,7 @@ class FakeSchema:
     def upgrade(self) -> SchemaStatus:
         return self.status()
 
-    def ensure(self) -> None:
+    def ensure(self, *, create: bool = True) -> None:
         return None
 
 
@@ -385,6 +385,7 @@ def fake_app(
     adapters = Adapters(
         catalog=lambda: catalog,
         unit_of_work=lambda: uow,
+        reader=lambda: uow,
         run_source=lambda: source,
         pass_lock=lambda: lock,
         schema=FakeSchema,

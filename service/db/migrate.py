@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from service.db.engine import database_errors, safe_url, sqlite_file
-from service.domain import NotFoundError, UnavailableError
+from service.domain import NoDatabaseYet, UnavailableError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 
@@ -46,10 +46,10 @@ def database_exists(engine: Engine) -> bool:
 
 
 def require_database(engine: Engine) -> None:
-    """For commands that only read: a missing SQLite file is a NotFoundError, and is not
-    created (connecting would create an empty file as a side effect of looking)."""
+    """For commands that only read: a missing SQLite file is a NoDatabaseYet (not found), and
+    is not created (connecting would create an empty file as a side effect of looking)."""
     if not database_exists(engine):
-        raise NotFoundError(
+        raise NoDatabaseYet(
             f"no database yet at {sqlite_file(engine.url)}: nothing has been saved; "
             "`reckon estimate --save` or `reckon db upgrade` creates it"
         )
@@ -78,7 +78,7 @@ def ensure_schema(engine: Engine, *, create: bool = True) -> None:
     """Make sure the schema is at head before a command uses it. The embedded SQLite
     database upgrades itself (a newcomer needs no extra step); a server database is shared,
     so its upgrade is a deliberate `reckon db upgrade`, never a side effect. With
-    `create=False` (a read) a SQLite file that does not exist is a NotFoundError instead."""
+    `create=False` (a read) a SQLite file that does not exist is a NoDatabaseYet instead."""
     if not create:
         require_database(engine)
     current = current_revision(engine)

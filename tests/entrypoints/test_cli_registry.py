@@ -175,3 +175,38 @@ def test_human_output_shows_the_label_and_the_saved_range(
 
     assert code == 0 and "plan B" in shown and "P10 / P50 / P90" in shown
     assert "plan B" in listed and "P10-P90" in listed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["history"], ["estimates", "list", "--json"], ["accuracy"], ["factors", "list"]],
+    ids=["history", "estimates-list", "accuracy", "factors-list"],
+)
+def test_a_read_before_anything_was_saved_says_so_and_creates_no_file(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECKON_DATABASE_URL", raising=False)
+
+    code, out, err = run(capsys, *argv)
+
+    assert code == 3 and out == "" and "no database yet" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_calibrated_estimate_before_anything_was_saved_uses_the_prior_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECKON_DATABASE_URL", raising=False)
+    args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
+
+    code, out, _ = run(capsys, "estimate", *args, "--calibrated", "--json")
+    assert code == 0 and json.loads(out)["factor_source"] == "prior"
+    assert list(tmp_path.iterdir()) == []
+
+    assert run(capsys, "estimate", *args, "--save")[0] == 0  # a write creates it
+    assert [path.name for path in tmp_path.iterdir()] == ["reckon.db"]
