@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +79,9 @@ def user_environment(bin_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """Built and installed once for this module; removed afterwards (the environment is a few
+    hundred MB)."""
     work = tmp_path_factory.mktemp("wheel")
     source = work / "source"
     source.mkdir()
@@ -113,7 +115,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
             timeout=INSTALL_SECONDS,
         )
     )
-    return Installed(wheel, bin_dir, env)
+    yield Installed(wheel, bin_dir, env)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def test_the_installed_package_is_the_wheel_not_this_checkout(
