@@ -109,7 +109,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     env = user_environment(bin_dir)
     checked(
         run(
-            [str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)],
+            # no byte-compiling of ~350 MB of dependencies: only what runs gets compiled
+            [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-compile", str(wheel)],
             cwd=work,
             env=env,
             timeout=INSTALL_SECONDS,
