@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +79,9 @@ def user_environment(bin_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """Built and installed once for this module; removed afterwards (the environment is a few
+    hundred MB)."""
     work = tmp_path_factory.mktemp("wheel")
     source = work / "source"
     source.mkdir()
@@ -107,13 +109,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     env = user_environment(bin_dir)
     checked(
         run(
-            [str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)],
+            # no byte-compiling of ~350 MB of dependencies: only what runs gets compiled
+            [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-compile", str(wheel)],
             cwd=work,
             env=env,
             timeout=INSTALL_SECONDS,
         )
     )
-    return Installed(wheel, bin_dir, env)
+    yield Installed(wheel, bin_dir, env)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def test_the_installed_package_is_the_wheel_not_this_checkout(
