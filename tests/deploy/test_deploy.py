@@ -19,9 +19,12 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 from kubernetes_validate import utils as kubernetes
 
 from service import probe
+from service.api import create_app
+from service.bootstrap import build
 from service.config import Settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -158,6 +161,17 @@ def test_a_database_outage_takes_pods_out_of_service_without_restarting_them() -
     assert api["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert api["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert api.get("startupProbe", {}).get("httpGet", {}).get("path", "/livez") == "/livez"
+
+
+def test_the_probed_paths_are_routes_of_the_app_and_liveness_needs_no_database() -> None:
+    (api,) = workload("Deployment")["spec"]["template"]["spec"]["containers"]
+    probed = {api[key]["httpGet"]["path"] for key in ("livenessProbe", "readinessProbe")}
+    broken = Settings(database_url="postgresql+psycopg://nobody@127.0.0.1:9/none")
+
+    with TestClient(create_app(build(broken))) as client:
+        answers = {path: client.get(path).status_code for path in probed}
+
+    assert answers == {"/livez": 200, "/healthz": 503}
 
 
 def test_every_container_has_cpu_and_memory_requests_and_limits() -> None:

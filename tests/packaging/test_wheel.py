@@ -170,3 +170,13 @@ def test_looking_at_the_schema_of_a_missing_database_creates_nothing(
 
     assert json.loads(checked(shown))["current"] is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_in_an_empty_directory_says_there_is_no_database_yet(
+    installed: Installed, tmp_path: Path
+) -> None:
+    done = installed.reckon("history", cwd=tmp_path)
+
+    assert done.returncode == 3 and done.stdout == ""
+    assert "no database yet" in done.stderr and done.stderr.strip().count("\n") == 0
+    assert list(tmp_path.iterdir()) == []
