@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 import pytest
 import uvicorn
 
+from demo.mlflow_server import free_port
 from service.api import create_app
 from service.api_docs import ASSETS_URL
 from service.bootstrap import build
 from service.config import Settings
 from tests.entrypoints.test_dashboard_browser import CHROMIUM, Browser
-from tests.integration.mlflow_server import free_port
 
 SERVER_READY_SECONDS = 20.0
 # Routes a reader of the docs must find, whatever else the API grows.
