@@ -24,6 +24,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+from service.profiles import Point, ProfileSet, RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class MlflowRunSource:
         page_size: int = 1000,
         retries: int = 3,
         backoff_seconds: float = 0.5,
+        profiles: ProfileSet | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
@@ -107,7 +109,8 @@ class MlflowRunSource:
         self._client = MlflowClient(tracking_uri=tracking_uri)
         # A lone string is a sequence of characters; take it as one experiment.
         self._experiments = (experiments,) if isinstance(experiments, str) else tuple(experiments)
-        self._metric = throughput_metric
+        # Which framework logged a run decides how its observables are read (the profiles).
+        self._profiles = profiles or ProfileSet.builtin(throughput_metric)
         self._page_size = page_size
         self._retries = retries
         self._backoff_seconds = backoff_seconds
@@ -198,6 +201,33 @@ class MlflowRunSource:
                 return
             token = page.token
 
+    def finished_runs(
+        self, experiments: Sequence[str] = (), since: datetime | None = None
+    ) -> Iterator[ObservedRun]:
+        """FINISHED runs with any tags (linked or not), in these experiments (default: the
+        configured ones), started at or after `since`, oldest start first, each once: what
+        `reckon import` looks through."""
+        if experiments:
+            experiment_ids = list(dict.fromkeys(self._resolve(e) for e in experiments))
+        else:
+            experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return
+        clauses = ["attributes.status = 'FINISHED'"]
+        if since is not None:
+            clauses.append(f"attributes.start_time >= {to_ms(since)}")
+        seen: set[str] = set()
+        token: str | None = None
+        while True:
+            page = self._search(experiment_ids, " AND ".join(clauses), _BY_START, token)
+            for run in page:
+                if run.info.run_id not in seen:
+                    seen.add(run.info.run_id)
+                    yield self._observed(run)
+            if not page.token or not page:
+                return
+            token = page.token
+
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         if not tags:
             return
@@ -219,8 +249,11 @@ class MlflowRunSource:
 
     def _observed(self, run: Any) -> ObservedRun:
         info, data = run.info, run.data
-        # Search results carry each metric's latest value (highest step): no per-run call.
-        value = data.metrics.get(self._metric)
+        # Search results carry params, tags and each metric's latest value (highest step):
+        # no per-run call, unless the run's profile reads a steady state from a history.
+        record = RunRecord(params=data.params, tags=data.tags, metrics=data.metrics)
+        observables = self._profiles.observe(record, partial(self._history, info.run_id))
+        value = observables.throughput
         return ObservedRun(
             run_id=info.run_id,
             experiment_id=str(info.experiment_id),
@@ -229,7 +262,19 @@ class MlflowRunSource:
             ended_at=from_ms(info.end_time),
             estimate_id=data.tags.get(ESTIMATE_TAG) or None,
             throughput=None if value is None else float(value),
+            profile=observables.profile,
+            compute_seconds=observables.compute_seconds,
+            observables=observables,
         )
+
+    def _history(self, run_id: str, key: str) -> list[Point]:
+        """Every logged point of one metric, in step order (one call per metric)."""
+        points = self._call(
+            f"read metric {key!r} of run {run_id}",
+            lambda: self._client.get_metric_history(run_id, key),
+        )
+        ordered = sorted(points, key=lambda point: (point.step, point.timestamp))
+        return [(int(point.step), float(point.value)) for point in ordered]
 
     def _search(
         self,

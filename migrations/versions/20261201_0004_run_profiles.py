@@ -1,0 +1,40 @@
+"""Logging profiles: which profile a run was read with and the compute time it gave (stored
+and staged runs), and on each reconciliation the profile and a note (overhead_clamped).
+Estimates of kind `retrospective` need no schema change (kind is a string).
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-12-01 09:30:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_RUN_TABLES = ("mlflow_run", "staged_run")
+
+
+def upgrade() -> None:
+    for table in _RUN_TABLES:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.add_column(sa.Column("profile", sa.String(length=64), nullable=True))
+            batch_op.add_column(sa.Column("compute_seconds", sa.Double(), nullable=True))
+    with op.batch_alter_table("reconciliation", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("profile", sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column("note", sa.String(length=32), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("reconciliation", schema=None) as batch_op:
+        batch_op.drop_column("note")
+        batch_op.drop_column("profile")
+    for table in _RUN_TABLES:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.drop_column("compute_seconds")
+            batch_op.drop_column("profile")
