@@ -49,7 +49,10 @@ class FinishedRuns(Protocol):
     """Where past runs come from (the MLflow adapter implements it)."""
 
     def finished_runs(
-        self, experiments: Sequence[str] = (), since: datetime | None = None
+        self,
+        experiments: Sequence[str] = (),
+        since: datetime | None = None,
+        fallback_gpus: int | None = None,
     ) -> Iterator[ObservedRun]: ...
 
 
@@ -114,7 +117,7 @@ def import_runs(
         catalog.resolve(options.gpu)
     if options.gpus is not None and options.gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {options.gpus}")
-    runs = list(source.finished_runs(options.experiments, options.since))
+    runs = list(source.finished_runs(options.experiments, options.since, options.gpus))
     with uow:
         owners = uow.links.estimates_for_runs([run.run_id for run in runs])
     planned: list[tuple[ObservedRun, SavedEstimate, ImportedRun]] = []

@@ -202,11 +202,15 @@ class MlflowRunSource:
             token = page.token
 
     def finished_runs(
-        self, experiments: Sequence[str] = (), since: datetime | None = None
+        self,
+        experiments: Sequence[str] = (),
+        since: datetime | None = None,
+        fallback_gpus: int | None = None,
     ) -> Iterator[ObservedRun]:
         """FINISHED runs with any tags (linked or not), in these experiments (default: the
         configured ones), started at or after `since`, oldest start first, each once: what
-        `reckon import` looks through."""
+        `reckon import` looks through. `fallback_gpus` is the GPU count for runs that state
+        none (per-GPU rates need one)."""
         if experiments:
             experiment_ids = list(dict.fromkeys(self._resolve(e) for e in experiments))
         else:
@@ -223,7 +227,7 @@ class MlflowRunSource:
             for run in page:
                 if run.info.run_id not in seen:
                     seen.add(run.info.run_id)
-                    yield self._observed(run)
+                    yield self._observed(run, fallback_gpus)
             if not page.token or not page:
                 return
             token = page.token
@@ -247,12 +251,13 @@ class MlflowRunSource:
 
     # --- helpers --------------------------------------------------------------------------
 
-    def _observed(self, run: Any) -> ObservedRun:
+    def _observed(self, run: Any, fallback_gpus: int | None = None) -> ObservedRun:
         info, data = run.info, run.data
         # Search results carry params, tags and each metric's latest value (highest step):
         # no per-run call, unless the run's profile reads a steady state from a history.
         record = RunRecord(params=data.params, tags=data.tags, metrics=data.metrics)
-        observables = self._profiles.observe(record, partial(self._history, info.run_id))
+        history = partial(self._history, info.run_id)
+        observables = self._profiles.observe(record, history, fallback_gpus)
         value = observables.throughput
         return ObservedRun(
             run_id=info.run_id,

@@ -52,9 +52,13 @@ class ProfileSet:
                 return profile
         return None
 
-    def observe(self, record: RunRecord, history: HistoryReader) -> RunObservables:
-        """The run's observables: its reckon.* configuration first, then its profile."""
-        return derive(self.detect(record), record, run_config(record.tags, record.params), history)
+    def observe(
+        self, record: RunRecord, history: HistoryReader, fallback_gpus: int | None = None
+    ) -> RunObservables:
+        """The run's observables: its reckon.* configuration first, then its profile, then
+        `fallback_gpus` for the GPU count only."""
+        config = run_config(record.tags, record.params)
+        return derive(self.detect(record), record, config, history, fallback_gpus)
 
 
 def load_profile_set(

@@ -144,11 +144,12 @@ TORCHTITAN = Profile(
         "mfu(%), time_metrics/end_to_end(s)), keys as an MLflow bridge logs them"
     ),
     # Per device and per log interval: tps (tokens/s), tflops (model TFLOP/s), mfu(%) (a
-    # percentage), time_metrics/end_to_end(s) (seconds per step). Steps start at 1, so the
-    # last logged step is the step count. The GPU count is not logged: tag reckon.gpus or
-    # pass --gpus.
+    # percentage), time_metrics/end_to_end(s) (seconds per step). MLflow rejects "(", ")"
+    # and "%" in metric names, so a bridge logs them as mfu and time_metrics/end_to_end.
+    # Steps start at 1, so the last logged step is the step count. The GPU count is not
+    # logged: tag reckon.gpus or pass --gpus.
     specs=(
-        Spec("time_metrics/end_to_end(s)", "step_seconds", "job", "s", statistic="steady"),
+        Spec("time_metrics/end_to_end", "step_seconds", "job", "s", statistic="steady"),
         Spec("tps", "tokens_per_second", "device", "1/s", statistic="steady"),
         Spec("tflops", "flops_per_second", "device", "tflop/s", statistic="steady"),
     ),

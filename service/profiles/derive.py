@@ -65,17 +65,23 @@ def steady(points: Sequence[Point]) -> tuple[float, int] | None:
 
 
 def derive(
-    profile: Profile | None, record: RunRecord, config: RunConfig, history: HistoryReader
+    profile: Profile | None,
+    record: RunRecord,
+    config: RunConfig,
+    history: HistoryReader,
+    fallback_gpus: int | None = None,
 ) -> RunObservables:
     """The observables of one run; a run whose values contradict each other gets only its
-    profile name and the problem, never a half-read."""
+    profile name and the problem, never a half-read. `fallback_gpus` (`reckon import
+    --gpus`) is used only when neither the run's tags nor its profile give a count: per-GPU
+    rates need it to become whole-job ones."""
     if config.problem is not None:
         return RunObservables(profile=None if profile is None else profile.name,
                               problem=config.problem)  # fmt: skip
     if profile is None:
         return _configured(None, config)
     try:
-        return _derive(profile, record, config, history)
+        return _derive(profile, record, config, history, fallback_gpus)
     except _Contradiction as problem:
         return RunObservables(profile=profile.name, problem=(problem.reason, problem.detail))
 
@@ -137,12 +143,18 @@ class _Values:
 
 
 def _derive(
-    profile: Profile, record: RunRecord, config: RunConfig, history: HistoryReader
+    profile: Profile,
+    record: RunRecord,
+    config: RunConfig,
+    history: HistoryReader,
+    fallback_gpus: int | None,
 ) -> RunObservables:
     if profile.raw_throughput:  # judged by the reconcile use case, as logged (NaN included)
         return _configured(profile.name, config, throughput=record.metrics.get(profile.specs[0].name))
     values = _Values(profile, record, history)
     gpus = config.gpus if config.gpus is not None else _gpu_count(values, profile)
+    if gpus is None:
+        gpus = fallback_gpus
 
     def job(quantity: str) -> float | None:
         whole = values.get(quantity, "job")
