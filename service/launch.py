@@ -152,7 +152,7 @@ def _supervise(command: Sequence[str], env: Mapping[str, str]) -> tuple[int, boo
         if child.poll() is None:
             child.send_signal(signum)
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     try:
         for sig in _FORWARDED:
             previous[sig] = signal.signal(sig, forward)
@@ -165,8 +165,8 @@ def _supervise(command: Sequence[str], env: Mapping[str, str]) -> tuple[int, boo
             except KeyboardInterrupt:  # a handler we did not install; keep waiting
                 continue
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
 
 
 class _Runs:
@@ -213,8 +213,7 @@ class _Runs:
         found = self._client.search_runs(
             experiments,
             filter_string=(
-                f"tags.`{ESTIMATE_TAG}` = '{estimate_id}' "
-                f"AND attributes.start_time >= {started_ms}"
+                f"tags.`{ESTIMATE_TAG}` = '{estimate_id}' AND attributes.start_time >= {started_ms}"
             ),
             max_results=100,
         )

@@ -126,9 +126,7 @@ NEMO = Profile(
     specs=(
         Spec("train_step_timing in s", "step_seconds", "job", "s", statistic="steady"),
         Spec("tokens_per_sec_per_gpu", "tokens_per_second", "device", "1/s", statistic="steady"),
-        Spec(
-            "tflops_per_sec_per_gpu", "flops_per_second", "device", "tflop/s", statistic="steady"
-        ),
+        Spec("tflops_per_sec_per_gpu", "flops_per_second", "device", "tflop/s", statistic="steady"),
         Spec("trainer/devices", "gpus_per_node", source="param"),
         Spec("trainer/num_nodes", "nodes", source="param"),
         Spec("trainer/precision", "precision", unit="name", source="param"),

@@ -150,7 +150,9 @@ def _derive(
     fallback_gpus: int | None,
 ) -> RunObservables:
     if profile.raw_throughput:  # judged by the reconcile use case, as logged (NaN included)
-        return _configured(profile.name, config, throughput=record.metrics.get(profile.specs[0].name))
+        return _configured(
+            profile.name, config, throughput=record.metrics.get(profile.specs[0].name)
+        )
     values = _Values(profile, record, history)
     gpus = config.gpus if config.gpus is not None else _gpu_count(values, profile)
     if gpus is None:
@@ -226,8 +228,8 @@ def _compute_seconds(
 
 def _flops_per_token(values: _Values) -> float | None:
     for scope in ("job", "device"):
-        flops = values.get("flops_per_second", scope)  # type: ignore[arg-type]
-        tokens = values.get("tokens_per_second", scope)  # type: ignore[arg-type]
+        flops = values.get("flops_per_second", scope)
+        tokens = values.get("tokens_per_second", scope)
         if flops and tokens:
             return flops / tokens
     return None
@@ -253,9 +255,9 @@ def _gpu_count(values: _Values, profile: Profile) -> int | None:
     if samples and steps and batch:
         ratio = samples / (steps * batch * (accumulation or 1.0))
         found.append((_whole(ratio, "samples/s / (steps/s x batch x accumulation)"), "HF rates"))
-    if not found and profile.single_device_without_job_rate:
-        if any(values.get(rate, "device") for rate in _RATES):
-            found.append((1, "no whole-job rate logged"))
+    device_rate = any(values.get(rate, "device") for rate in _RATES)
+    if not found and profile.single_device_without_job_rate and device_rate:
+        found.append((1, "no whole-job rate logged"))
     if not found:
         return None
     first, source = found[0]

@@ -85,7 +85,9 @@ def _spec(key: str, spec: Any, source: str, here: str) -> Spec:
         raise InputError(f"{here}: {key!r} has unknown keys {', '.join(sorted(unknown))}")
     quantity = spec.get("quantity")
     if quantity not in QUANTITIES:
-        raise InputError(f"{here}: {key!r} quantity {quantity!r}; use one of {', '.join(QUANTITIES)}")
+        raise InputError(
+            f"{here}: {key!r} quantity {quantity!r}; use one of {', '.join(QUANTITIES)}"
+        )
     unit = spec.get("unit", "1")
     if unit not in UNITS:
         raise InputError(f"{here}: {key!r} unit {unit!r}; use one of {', '.join(UNITS)}")

@@ -79,8 +79,9 @@ class Profile:
     `detect`: metric or param names whose presence (any one) selects this profile.
     `compute_from`: the order in which compute time is derived: "throughput" (tokens ÷
     steady whole-job tokens/s), "flops" (model FLOPs ÷ steady whole-job FLOP/s), "steps"
-    (steady seconds per step × steps logged), "runtime" (the framework's own train timer). `single_device_without_job_rate`: the framework logs
-    whole-job rates only with more than one device (Lightning), so their absence means one.
+    (steady seconds per step × steps logged), "runtime" (the framework's own train timer).
+    `single_device_without_job_rate`: the framework logs whole-job rates only with more
+    than one device (Lightning), so their absence means one.
     `no_rate_detail`: what to record when the run logged no rate at all."""
 
     name: str

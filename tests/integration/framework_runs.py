@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from tests.integration.mlflow_server import to_ms
@@ -376,9 +376,7 @@ def torchtitan_run(
     return _write(client, experiment_id, start, end, metrics, {"job.config_file": "llama3_8b"})
 
 
-def reckon_run(
-    client: MlflowClient, experiment_id: str, truth: Truth, start: datetime
-) -> str:
+def reckon_run(client: MlflowClient, experiment_id: str, truth: Truth, start: datetime) -> str:
     """Reckon's own convention (DESIGN §4): tokens_per_second, whole job, latest value, and
     the configuration as reckon.* params (no estimate tag)."""
     moment = start + timedelta(seconds=truth.wall_seconds / 2)

@@ -61,7 +61,9 @@ def run_import(
     )
 
 
-def stored(engine: Engine, outcome: ImportOutcome) -> dict[str, tuple[SavedEstimate, Reconciliation]]:
+def stored(
+    engine: Engine, outcome: ImportOutcome
+) -> dict[str, tuple[SavedEstimate, Reconciliation]]:
     """run id -> (retrospective estimate, its reconciliation)."""
     with SqlUnitOfWork(engine) as uow:
         saved = uow.estimates.get_many(list(outcome.estimate_ids))

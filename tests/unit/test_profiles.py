@@ -231,9 +231,7 @@ def test_mapping_file_profiles_detect_first_and_convert_scopes(tmp_path: Path) -
         ("[[profile", "not valid TOML"),
     ],
 )
-def test_mapping_file_mistakes_are_one_line_errors(
-    tmp_path: Path, text: str, message: str
-) -> None:
+def test_mapping_file_mistakes_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "profiles.toml"
     path.write_text(text)
 

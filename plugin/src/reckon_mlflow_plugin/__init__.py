@@ -16,7 +16,7 @@ GPU_TAG = "reckon.gpu"
 GPUS_TAG = "reckon.gpus"
 
 
-class ReckonRunContext(RunContextProvider):  # type: ignore[misc]
+class ReckonRunContext(RunContextProvider):
     def in_context(self) -> bool:
         return bool(os.environ.get(ESTIMATE_ENV, "").strip())
 
@@ -43,7 +43,7 @@ def world_size(text: str | None) -> int | None:
 def gpu_name() -> str | None:
     """Device 0's name from NVML, or None without nvidia-ml-py or a visible GPU."""
     try:
-        import pynvml
+        import pynvml  # type: ignore[import-not-found]
     except ImportError:
         return None
     try:
