@@ -108,6 +108,7 @@ def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliati
         failed_segments=sum(1 for run in usable if run.status != "FINISHED"),
         profile=profile,
         note=OVERHEAD_CLAMPED if clamped else None,
+        kind=saved.kind,
     )
 
 

@@ -317,6 +317,7 @@ class Reconciliation:
     failed_segments: int
     profile: str | None = None  # logging profile of the run the compute time came from
     note: str | None = None  # e.g. OVERHEAD_CLAMPED
+    kind: EstimateKind = "computed"  # the estimate's: accuracy keeps retrospective apart
 
     @property
     def segment(self) -> str:

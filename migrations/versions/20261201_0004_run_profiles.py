@@ -1,6 +1,7 @@
 """Logging profiles: which profile a run was read with and the compute time it gave (stored
-and staged runs), and on each reconciliation the profile and a note (overhead_clamped).
-Estimates of kind `retrospective` need no schema change (kind is a string).
+and staged runs), and on each reconciliation the profile, a note (overhead_clamped) and its
+estimate's kind (computed, external, retrospective), so accuracy can keep retrospective
+ones apart without a join. The estimate's own kind column is a string already.
 
 Revision ID: 0004
 Revises: 0003
@@ -28,10 +29,14 @@ def upgrade() -> None:
     with op.batch_alter_table("reconciliation", schema=None) as batch_op:
         batch_op.add_column(sa.Column("profile", sa.String(length=64), nullable=True))
         batch_op.add_column(sa.Column("note", sa.String(length=32), nullable=True))
+        batch_op.add_column(
+            sa.Column("kind", sa.String(length=16), server_default="computed", nullable=False)
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("reconciliation", schema=None) as batch_op:
+        batch_op.drop_column("kind")
         batch_op.drop_column("note")
         batch_op.drop_column("profile")
     for table in _RUN_TABLES:

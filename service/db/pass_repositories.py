@@ -21,6 +21,7 @@ from service.db.tables import (
 )
 from service.db.upsert import upsert
 from service.domain import (
+    EstimateKind,
     FactorsKind,
     ObservedRun,
     PassRecord,
@@ -222,6 +223,7 @@ def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
         failed_segments=row.failed_segments,
         profile=row.profile,
         note=row.note,
+        kind=cast(EstimateKind, row.kind),
     )
 
 

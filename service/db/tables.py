@@ -136,6 +136,7 @@ class ReconciliationRow(Base):
     failed_segments: Mapped[int] = mapped_column(Integer)
     profile: Mapped[str | None] = mapped_column(String(64))  # where compute time came from
     note: Mapped[str | None] = mapped_column(String(32))  # e.g. overhead_clamped
+    kind: Mapped[str] = mapped_column(String(16), server_default="computed")  # the estimate's
     pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -128,7 +128,11 @@ def test_import_recovers_utilization_and_overhead_within_one_percent(
     saved, result = stored(engine, outcome)[run_id]
     assert (saved.kind, saved.factor_source, saved.created_at) == ("retrospective", "prior", start)
     assert (saved.gpu, saved.gpus, saved.precision) == ("h100-sxm", truth.gpus, "bf16")
-    assert result.profile == profile and result.factors_kind == "separate"
+    assert (result.profile, result.kind, result.factors_kind) == (
+        profile,
+        "retrospective",
+        "separate",
+    )
     assert result.implied_utilization == pytest.approx(truth.utilization, rel=0.01)
     assert result.implied_overhead == pytest.approx(truth.overhead, rel=0.01)
 
