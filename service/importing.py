@@ -9,7 +9,7 @@ composition root hands it the ordinary pass), never on an adapter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -53,7 +53,11 @@ class FinishedRuns(Protocol):
         experiments: Sequence[str] = (),
         since: datetime | None = None,
         fallback_gpus: int | None = None,
-    ) -> Iterator[ObservedRun]: ...
+        linked: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    ) -> Iterator[ObservedRun]:
+        """FINISHED runs; those `linked` names an owner for come back with `estimate_id`
+        set and nothing derived (a source may also ignore `linked`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,13 @@ def import_runs(
         catalog.resolve(options.gpu)
     if options.gpus is not None and options.gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {options.gpus}")
-    runs = list(source.finished_runs(options.experiments, options.since, options.gpus))
-    with uow:
-        owners = uow.links.estimates_for_runs([run.run_id for run in runs])
+
+    def owners_of(run_ids: Sequence[str]) -> Mapping[str, str]:
+        with uow:  # one short read per page of the listing; no transaction across MLflow
+            return uow.links.estimates_for_runs(run_ids)
+
+    runs = list(source.finished_runs(options.experiments, options.since, options.gpus, owners_of))
+    owners = owners_of([run.run_id for run in runs if not run.estimate_id])
     planned: list[tuple[ObservedRun, SavedEstimate, ImportedRun]] = []
     skipped: list[ImportSkip] = []
     for run in runs:
@@ -186,6 +194,9 @@ def _retrospective(
         spec = catalog.resolve(gpu_name)
         precision = normalize_precision(precision_name)
         peak = catalog.peak_flops(spec.name, precision)
+    except InputError as error:  # an unknown name, or a precision the chip lacks
+        return ImportSkip(run.run_id, UNKNOWN_GPU, str(error))
+    try:
         request = EstimateRequest(
             model=Model(derived.params, derived.tokens),
             hardware=Hardware(spec.name, gpus, precision),
@@ -193,8 +204,7 @@ def _retrospective(
             recompute=derived.recompute or "none",
         )
     except InputError as error:
-        reason = UNKNOWN_GPU if "GPU" in str(error) or "peak" in str(error) else BAD_CONFIG
-        return ImportSkip(run.run_id, reason, str(error))
+        return ImportSkip(run.run_id, BAD_CONFIG, str(error))
     result = flops.estimate(request, peak)
     saved = SavedEstimate(
         id=new_estimate_id(),

@@ -18,7 +18,7 @@ from service import priors
 from service.bootstrap import SystemClock
 from service.db import locks
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import OVERHEAD_CLAMPED, Reconciliation, SavedEstimate
+from service.domain import OVERHEAD_CLAMPED, InputError, Reconciliation, SavedEstimate
 from service.hardware import build_catalog
 from service.importing import ImportOptions, ImportOutcome, import_runs
 from service.mlflow_source import MlflowRunSource
@@ -137,18 +137,31 @@ def test_import_recovers_utilization_and_overhead_within_one_percent(
     assert result.implied_overhead == pytest.approx(truth.overhead, rel=0.01)
 
 
-def test_importing_twice_imports_nothing_new(
-    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+def test_importing_twice_imports_nothing_new_and_reads_no_history(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     frameworks.composer_run(mlflow_client, experiment_id, Truth(), started(2))
     frameworks.hf_trainer_run(mlflow_client, experiment_id, Truth(), started(1))
     first = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm")
+    reads: list[str] = []
+    original = MlflowRunSource._history
+
+    def counted(self: MlflowRunSource, run_id: str, *rest: object) -> object:
+        reads.append(run_id)
+        return original(self, run_id, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MlflowRunSource, "_history", counted)
 
     second = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm")
 
     assert len(first.imported) == 2 and first.reconciled == 2
     assert second.runs_seen == 2 and second.imported == ()
     assert {skip.reason for skip in second.skipped} == {"linked"}
+    assert reads == []  # linked runs are not read again
 
 
 def test_dry_run_stores_nothing_and_says_what_it_would_import(
@@ -248,3 +261,18 @@ def test_captured_lightning_runs_imply_the_flops_rate_their_trainer_measured(
             1 - flops / achieved / result.observed_seconds, rel=1e-6
         )
         assert 0 < result.implied_overhead < 1
+
+
+def test_an_unknown_gpu_is_a_skip_and_an_unknown_flag_a_one_line_error(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    run_id = frameworks.hf_trainer_run(mlflow_client, experiment_id, Truth(), started(1))
+    mlflow_client.set_tag(run_id, "reckon.gpu", "TPU v5p")
+
+    outcome = run_import(engine, mlflow_server, experiment_id)
+
+    [skip] = outcome.skipped
+    assert (skip.run_id, skip.reason) == (run_id, "unknown_gpu")
+    assert "TPU v5p" in skip.detail and "\n" not in skip.detail
+    with pytest.raises(InputError, match="unknown GPU 'h900'"):
+        run_import(engine, mlflow_server, experiment_id, gpu="h900")

@@ -53,9 +53,11 @@ def test_a_linked_composer_run_reconciles_both_factors_through_its_profile(
     reads: list[tuple[str, str]] = []
     original = MlflowRunSource._history
 
-    def counted(self: MlflowRunSource, run_id: str, key: str) -> list[tuple[int, float]]:
+    def counted(
+        self: MlflowRunSource, run_id: str, latest: dict[str, float], key: str
+    ) -> list[tuple[int, float]]:
         reads.append((run_id, key))
-        return original(self, run_id, key)
+        return original(self, run_id, latest, key)
 
     monkeypatch.setattr(mlflow_source.MlflowRunSource, "_history", counted)
 
