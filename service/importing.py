@@ -9,6 +9,7 @@ composition root hands it the ordinary pass), never on an adapter."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -141,9 +142,7 @@ def import_runs(
         else:
             planned.append((run, *result))
     if options.dry_run:
-        imported = tuple(
-            ImportedRun(**{**item.__dict__, "estimate_id": None}) for _, _, item in planned
-        )
+        imported = tuple(dataclasses.replace(item, estimate_id=None) for _, _, item in planned)
         return ImportOutcome(len(runs), imported, tuple(skipped), dry_run=True)
     with uow:
         for _, saved, _ in planned:

@@ -23,7 +23,8 @@ from service.bootstrap import SystemClock
 from service.db import locks
 from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import ESTIMATE_TAG, InputError, NotFoundError
-from service.launch import LaunchOptions, launch
+from service.launch import LaunchOptions, exit_status, launch
+from service.launch import experiment_name as launch_experiment
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
@@ -218,3 +219,29 @@ def test_plugin_tags_a_run_the_script_starts_itself_and_the_pass_reconciles_it(
     result = reconcile(engine, mlflow_server, experiment_id)
     assert [item.estimate_id for item in result.reconciled] == [estimate_id]
     assert result.reconciled[0].run_ids == (run.info.run_id,)
+
+
+@pytest.mark.parametrize(
+    ("return_code", "signalled", "expected"),
+    [
+        (0, False, ("FINISHED", 0)),
+        (1, False, ("FAILED", 1)),
+        (-signal.SIGKILL, False, ("KILLED", 128 + signal.SIGKILL)),
+        (130, True, ("KILLED", 130)),  # the child caught the forwarded SIGINT and exited
+        (0, True, ("KILLED", 0)),
+    ],
+)
+def test_exit_status_maps_the_childs_end_to_a_run_status_and_a_shell_code(
+    return_code: int, signalled: bool, expected: tuple[str, int]
+) -> None:
+    assert exit_status(return_code, signalled) == expected
+
+
+def test_experiment_is_the_flag_then_mlflows_variable_then_reckons_first() -> None:
+    env = {"MLFLOW_EXPERIMENT_NAME": "from-env"}
+    options = LaunchOptions("e1", ("true",))
+
+    assert launch_experiment(LaunchOptions("e1", ("true",), "flag"), env, ["a"]) == "flag"
+    assert launch_experiment(options, env, ["a"]) == "from-env"
+    assert launch_experiment(options, {}, ["a", "b"]) == "a"
+    assert launch_experiment(options, {}, []) == "Default"
