@@ -10,9 +10,10 @@ DEFAULT_THROUGHPUT_METRIC = "tokens_per_second"
 HF_TRAINER = Profile(
     name="hf-trainer",
     source_file=(
-        "transformers: src/transformers/integrations/integration_utils.py (MLflowCallback."
-        "setup, on_log) and src/transformers/trainer.py (Trainer._inner_training_loop, "
-        "speed_metrics in trainer_utils.py)"
+        "transformers (huggingface/transformers 0101dc0): src/transformers/integrations/"
+        "integration_utils.py (MLflowCallback.setup, .on_log), src/transformers/trainer.py "
+        "(Trainer._inner_training_loop, _maybe_log_save_evaluate) and trainer_utils.py "
+        "(speed_metrics)"
     ),
     # Every scalar in `logs` is logged with step=state.global_step. total_flos is
     # state.total_flos: 6 x non-embedding parameters x tokens summed over ranks, never
@@ -43,7 +44,11 @@ HF_TRAINER = Profile(
 
 COMPOSER = Profile(
     name="composer",
-    source_file="composer: composer/callbacks/speed_monitor.py (SpeedMonitor.batch_end)",
+    source_file=(
+        "composer (mosaicml/composer 6405188): composer/callbacks/speed_monitor.py "
+        "(SpeedMonitor.batch_end, line 300; time/* at 372) and composer/trainer/trainer.py "
+        "(time/token, line 2456)"
+    ),
     # Rates are rolling averages over the last `window_size` batches (default 100), logged
     # every batch; throughput/* is the whole job, throughput/device/* divides by world size.
     # time/train is the training wall clock without evaluation, in `time_unit` (hours by
@@ -77,9 +82,10 @@ COMPOSER = Profile(
 LIGHTNING = Profile(
     name="lightning",
     source_file=(
-        "lightning: src/lightning/pytorch/callbacks/throughput_monitor.py (ThroughputMonitor"
-        "._update, ._compute) and src/lightning/fabric/utilities/throughput.py "
-        "(Throughput.compute)"
+        "lightning (Lightning-AI/pytorch-lightning 7f0c343): src/lightning/pytorch/callbacks/"
+        "throughput_monitor.py (ThroughputMonitor._update line 124, ._compute 159, "
+        "on_train_batch_end 177) and src/lightning/fabric/utilities/throughput.py "
+        "(Throughput.compute, line 172)"
     ),
     # Keys are "<stage>/<name>": train/time (seconds since training started, validation
     # excluded), train/batches (micro-batches), train/samples, train/lengths (items from
@@ -115,31 +121,42 @@ LIGHTNING = Profile(
 NEMO = Profile(
     name="nemo",
     source_file=(
-        "NeMo: nemo/lightning/pytorch/callbacks/flops_callback.py (FLOPsMeasurementCallback"
-        ".on_train_batch_end) and nemo/utils/exp_manager.py (TimingCallback)"
+        "NeMo (NVIDIA/NeMo 8cfedd7): nemo/utils/exp_manager.py (TimingCallback, line 297: "
+        "'train_step_timing in s', tokens_per_sec_per_gpu) and nemo/lightning/pytorch/"
+        "callbacks/flops_callback.py (FLOPsMeasurementCallback.on_train_batch_end, line 146: "
+        "TFLOPS_per_GPU and TFLOPS; tflops_per_sec_per_gpu in earlier releases)"
     ),
     # Logged through Lightning's MLFlowLogger at step=global_step, every log_every_n_steps:
-    # "train_step_timing in s" (seconds per step), tflops_per_sec_per_gpu and
-    # tokens_per_sec_per_gpu (per device). The config is logged as flattened params
-    # ("trainer/devices", "trainer/num_nodes"). Compute time is the steady step time times
-    # the steps logged (the last logged step: within one step of the true count).
+    # "train_step_timing in s" (seconds per step), tokens_per_sec_per_gpu (per device, with
+    # log_tokens_per_sec), TFLOPS_per_GPU (per device; tflops_per_sec_per_gpu before) and
+    # TFLOPS (the global batch's FLOPs over the step time: whole job). The config is logged
+    # as flattened params ("trainer/devices", "trainer/num_nodes"). Compute time is the
+    # steady step time times the steps logged (the last logged step: within one step).
     specs=(
         Spec("train_step_timing in s", "step_seconds", "job", "s", statistic="steady"),
         Spec("tokens_per_sec_per_gpu", "tokens_per_second", "device", "1/s", statistic="steady"),
+        Spec("TFLOPS_per_GPU", "flops_per_second", "device", "tflop/s", statistic="steady"),
+        Spec("TFLOPS", "flops_per_second", "job", "tflop/s", statistic="steady"),
         Spec("tflops_per_sec_per_gpu", "flops_per_second", "device", "tflop/s", statistic="steady"),
         Spec("trainer/devices", "gpus_per_node", source="param"),
         Spec("trainer/num_nodes", "nodes", source="param"),
         Spec("trainer/precision", "precision", unit="name", source="param"),
     ),
-    detect=("train_step_timing in s", "tflops_per_sec_per_gpu", "tokens_per_sec_per_gpu"),
+    detect=(
+        "train_step_timing in s",
+        "TFLOPS_per_GPU",
+        "tflops_per_sec_per_gpu",
+        "tokens_per_sec_per_gpu",
+    ),
     compute_from=("steps",),
 )
 
 TORCHTITAN = Profile(
     name="torchtitan",
     source_file=(
-        "torchtitan: torchtitan/components/metrics.py (MetricsProcessor.log: tps, tflops, "
-        "mfu(%), time_metrics/end_to_end(s)), keys as an MLflow bridge logs them"
+        "torchtitan (pytorch/torchtitan b5bcd76): torchtitan/components/metrics.py "
+        "(MetricsProcessor.log, lines 455-518: tps, tflops, mfu(%), "
+        "time_metrics/end_to_end(s)), keys as an MLflow bridge logs them"
     ),
     # Per device and per log interval: tps (tokens/s), tflops (model TFLOP/s), mfu(%) (a
     # percentage), time_metrics/end_to_end(s) (seconds per step). MLflow rejects "(", ")"

@@ -107,7 +107,8 @@ def hf_trainer_run(
     gradient_checkpointing: bool = False,
     logging_steps: int = 100,
 ) -> str:
-    """transformers src/transformers/integrations/integration_utils.py, MLflowCallback:
+    """transformers (huggingface/transformers 0101dc0)
+    src/transformers/integrations/integration_utils.py, MLflowCallback:
     setup() logs TrainingArguments.to_dict() merged with the model config as params;
     on_log() logs every numeric value of `logs` with step=state.global_step. The Trainer
     (src/transformers/trainer.py, _inner_training_loop and _maybe_log_save_evaluate) logs at
@@ -183,12 +184,14 @@ def composer_run(
     window_size: int = 20,
     batches: int = 200,
 ) -> str:
-    """composer composer/callbacks/speed_monitor.py, SpeedMonitor.batch_end: once the window
+    """composer (mosaicml/composer 6405188) composer/callbacks/speed_monitor.py,
+    SpeedMonitor.batch_end (line 300; time/* logged at line 372): once the window
     of `window_size` batches is full, every batch logs throughput/{batches,samples,tokens,
     flops}_per_sec (whole job: elapsed over the window) and throughput/device/* (divided by
     world size), throughput/device/mfu; every batch logs time/train, time/val, time/total
     (hours, the default time_unit) and time/secs_per_step. Composer's MLFlowLogger logs with
-    step = the batch count; the trainer logs time/token (tokens so far, whole job). The
+    step = the batch count; the trainer logs time/token (tokens so far, whole job;
+    composer/trainer/trainer.py line 2456). The
     first two batches run 3x slower (warm-up, compilation)."""
     per_batch_tokens = truth.tokens / batches
     steady_batch = truth.compute_seconds / batches
@@ -242,10 +245,13 @@ def lightning_run(
     log_every_n_steps: int = 50,
     window_size: int = 100,
 ) -> str:
-    """lightning src/lightning/pytorch/callbacks/throughput_monitor.py (ThroughputMonitor
-    ._update per micro-batch, ._compute after each optimizer step, logged only when the
+    """lightning (Lightning-AI/pytorch-lightning 7f0c343)
+    src/lightning/pytorch/callbacks/throughput_monitor.py (ThroughputMonitor._update, line
+    124, per micro-batch; ._compute, line 159, after each optimizer step (line 183), logged
+    only when the
     logger connector should update, i.e. every log_every_n_steps, at step = completed
-    steps - 1) and src/lightning/fabric/utilities/throughput.py (Throughput.compute): keys
+    steps - 1) and src/lightning/fabric/utilities/throughput.py (Throughput.compute, line
+    172: flops are summed over ranks, device/* divide by world size): keys
     train/time, train/batches (micro-batches), train/samples, train/lengths (this rank),
     and once `window_size` updates are held, train/device/{batches,samples,items,flops}_per_sec
     and, with more than one device, the whole-job train/*_per_sec. flops_per_batch is per
@@ -302,12 +308,14 @@ def nemo_run(
     *,
     log_every_n_steps: int = 10,
 ) -> str:
-    """NeMo nemo/utils/exp_manager.py (TimingCallback: "train_step_timing in s", seconds per
-    step) and nemo/lightning/pytorch/callbacks/flops_callback.py (FLOPsMeasurementCallback
-    .on_train_batch_end: pl_module.log("tflops_per_sec_per_gpu", ...) every
-    log_every_n_steps, from the model's FLOPs formula, no recomputation), beside
-    tokens_per_sec_per_gpu; Lightning's MLFlowLogger logs them at step = global_step and
-    the config flattened with "/" as params. The first log interval runs 2x slower."""
+    """NeMo (NVIDIA/NeMo 8cfedd7) nemo/utils/exp_manager.py (TimingCallback, line 297:
+    "train_step_timing in s", seconds per step, and tokens_per_sec_per_gpu with
+    log_tokens_per_sec, line 380) and nemo/lightning/pytorch/callbacks/flops_callback.py
+    (FLOPsMeasurementCallback.on_train_batch_end, line 146, every log_every_n_steps, from
+    the model's FLOPs formula without recomputation: tflops_per_sec_per_gpu in the releases
+    logged here, TFLOPS_per_GPU in the newest); Lightning's MLFlowLogger logs them at step =
+    global_step and the config flattened with "/" as params. The first log interval runs
+    2x slower."""
     metrics: list[Metric] = []
     train_start = start + timedelta(seconds=0.6 * (truth.wall_seconds - truth.compute_seconds))
     per_gpu_tokens = truth.tokens_per_second / truth.gpus
