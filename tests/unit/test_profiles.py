@@ -239,3 +239,20 @@ def test_mapping_file_mistakes_are_one_line_errors(tmp_path: Path, text: str, me
         load_mapping_file(path)
 
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_nemo_current_flops_keys_give_the_gpu_count_and_compute_from_step_time() -> None:
+    steps = [(step, 2.0) for step in range(10, 1010, 10)]
+    derived, _ = observe(
+        {"train_step_timing in s": 2.0, "TFLOPS_per_GPU": 400.0, "TFLOPS": 12_800.0},
+        params={"trainer/precision": "bf16-mixed"},
+        history={
+            "train_step_timing in s": steps,
+            "TFLOPS_per_GPU": [(step, 400.0) for step, _ in steps],
+            "TFLOPS": [(step, 12_800.0) for step, _ in steps],
+        },
+    )
+
+    assert (derived.profile, derived.gpus, derived.precision) == ("nemo", 32, "bf16")
+    assert derived.compute_seconds == pytest.approx(2.0 * 1000)
+    assert derived.model_flops == pytest.approx(12_800e12 * 2000)
