@@ -30,6 +30,7 @@ NO_THROUGHPUT = "no_throughput"
 
 # Two figures that should agree are taken as contradicting beyond this relative gap.
 TOLERANCE = 0.05
+HF_RATE_ROUNDING = 0.0005  # half of the last place HF's speed_metrics keeps
 _RATES = ("tokens_per_second", "flops_per_second")
 _FLAGS = ("recompute", "bf16", "fp16", "tf32")
 
@@ -252,7 +253,9 @@ def _gpu_count(values: _Values, profile: Profile) -> int | None:
     samples = values.any_scope("samples_per_second_average")
     steps = values.any_scope("steps_per_second_average")
     batch, accumulation = values.any_scope("batch_per_device"), values.any_scope("grad_accum")
-    if samples and steps and batch:
+    # HF rounds both rates to 3 decimals: a slow job's steps/s (0.004) is too coarse to
+    # give a count, which is then unknown (tag reckon.gpus or pass --gpus), not contradictory.
+    if samples and steps and batch and HF_RATE_ROUNDING / steps <= TOLERANCE / 2:
         ratio = samples / (steps * batch * (accumulation or 1.0))
         found.append((_whole(ratio, "samples/s / (steps/s x batch x accumulation)"), "HF rates"))
     device_rate = any(values.get(rate, "device") for rate in _RATES)

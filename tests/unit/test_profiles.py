@@ -256,3 +256,15 @@ def test_nemo_current_flops_keys_give_the_gpu_count_and_compute_from_step_time()
     assert (derived.profile, derived.gpus, derived.precision) == ("nemo", 32, "bf16")
     assert derived.compute_seconds == pytest.approx(2.0 * 1000)
     assert derived.model_flops == pytest.approx(12_800e12 * 2000)
+
+
+def test_hf_rates_too_coarse_for_a_gpu_count_leave_it_unknown_not_contradictory() -> None:
+    # 40,000 s for 160 steps of 64 samples on 8 GPUs: HF logs steps/s as 0.004.
+    derived, _ = observe(
+        {"train_runtime": 40_000.0, "train_samples_per_second": 0.256,
+         "train_steps_per_second": 0.004, "total_flos": 1e20},
+        params={"per_device_train_batch_size": "4", "gradient_accumulation_steps": "2"},
+    )  # fmt: skip
+
+    assert derived.problem is None and derived.gpus is None
+    assert derived.compute_seconds == 40_000.0
