@@ -101,6 +101,7 @@ class ImportOutcome:
     skipped: tuple[ImportSkip, ...]
     dry_run: bool
     reconciled: int = 0
+    pass_status: str | None = None  # succeeded, or locked: the next pass reconciles them
     pass_id: int | None = None
     factor_set: int | None = None
     estimate_ids: tuple[str, ...] = field(default=(), repr=False)
@@ -158,6 +159,7 @@ def import_runs(
         skipped=tuple(skipped),
         dry_run=False,
         reconciled=len(done),
+        pass_status=None if outcome is None else outcome.status,
         pass_id=None if outcome is None else outcome.pass_id,
         factor_set=None if outcome is None else outcome.factor_set,
         estimate_ids=ids,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -22,12 +23,19 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from service.domain import ESTIMATE_TAG, InputError, NotFoundError, SavedEstimate
+from service.domain import (
+    ESTIMATE_TAG,
+    InputError,
+    NotFoundError,
+    SavedEstimate,
+    UnavailableError,
+)
 from service.ports import UnitOfWork
 
 ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
 DEFAULT_EXPERIMENT = "Default"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM)
+_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -170,12 +178,13 @@ def _supervise(command: Sequence[str], env: Mapping[str, str]) -> tuple[int, boo
 
 
 class _Runs:
-    """The few MLflow calls launch makes (mlflow-skinny's client, imported here only)."""
+    """The few MLflow calls launch makes (mlflow-skinny's client, imported here only). Any
+    MLflow failure becomes one UnavailableError line."""
 
     def __init__(self, tracking_uri: str) -> None:
         from mlflow.tracking import MlflowClient
 
-        self._client = MlflowClient(tracking_uri=tracking_uri)
+        self._client = _Guarded(MlflowClient(tracking_uri=tracking_uri), tracking_uri)
 
     def experiment_id(self, name: str) -> str:
         experiment = self._client.get_experiment_by_name(name)
@@ -218,3 +227,26 @@ class _Runs:
             max_results=100,
         )
         return [(r.info.run_id, r.info.status) for r in found if r.info.run_id != run_id]
+
+
+class _Guarded:
+    """An MlflowClient whose every call raises UnavailableError (one line) on failure."""
+
+    def __init__(self, client: Any, uri: str) -> None:
+        self._client = client
+        self._uri = _CREDENTIALS.sub("", uri)  # never print user:password@
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from mlflow.exceptions import MlflowException
+
+            try:
+                return method(*args, **kwargs)
+            except (MlflowException, OSError) as error:
+                text = error.message if isinstance(error, MlflowException) else str(error)
+                line = " ".join(_CREDENTIALS.sub("", str(text)).split())[:300]
+                raise UnavailableError(f"MLflow at {self._uri}: {name} failed: {line}") from None
+
+        return call

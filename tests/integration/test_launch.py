@@ -22,13 +22,13 @@ from service import estimates
 from service.bootstrap import SystemClock
 from service.db import locks
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG, InputError, NotFoundError
+from service.domain import ESTIMATE_TAG, InputError, NotFoundError, UnavailableError
 from service.launch import LaunchOptions, exit_status, launch
 from service.launch import experiment_name as launch_experiment
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
-from tests.integration.mlflow_server import MlflowServer
+from tests.integration.mlflow_server import MlflowServer, free_port
 
 pytestmark = pytest.mark.mlflow
 
@@ -245,3 +245,21 @@ def test_experiment_is_the_flag_then_mlflows_variable_then_reckons_first() -> No
     assert launch_experiment(options, env, ["a"]) == "from-env"
     assert launch_experiment(options, {}, ["a", "b"]) == "a"
     assert launch_experiment(options, {}, []) == "Default"
+
+
+def test_launch_against_an_unreachable_mlflow_is_one_line_and_runs_nothing(
+    engine: Engine, mlflow_server: MlflowServer, tmp_path: Path
+) -> None:
+    estimate_id = save_estimate(engine)
+    marker = tmp_path / "ran"
+    command = (sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+
+    with pytest.raises(UnavailableError, match=r"MLflow at http://127\.0\.0\.1:") as raised:
+        launch(
+            SqlUnitOfWork(engine),
+            f"http://user:secret@127.0.0.1:{free_port()}",
+            LaunchOptions(estimate_id, command),
+        )
+
+    assert "secret" not in str(raised.value) and "\n" not in str(raised.value)
+    assert not marker.exists()
