@@ -14,8 +14,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.dev-installed: pyproject.toml plugin/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The MLflow run-context plugin is its own small distribution (mlflow-skinny only).
+	$(BIN)/python -m pip install --quiet ./plugin
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

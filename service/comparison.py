@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from service.domain import (
+    OVERHEAD_CLAMPED,
     TERMINAL_STATUSES,
     FactorsKind,
     ObservedRun,
@@ -45,6 +46,10 @@ def run_problem(run: ObservedRun) -> Skip | None:
 def throughput_problem(run: ObservedRun) -> Skip | None:
     """A logged throughput that is zero, negative, NaN or infinite is ignored (the run's
     wall time still counts) and the reason recorded."""
+    derived = run.observables
+    if derived is not None and derived.problem is not None:  # the run's profile said why
+        reason, detail = derived.problem
+        return Skip(run.run_id, reason, detail, run.estimate_id)
     value = run.throughput
     if value is None or (math.isfinite(value) and value > 0):
         return None
@@ -74,8 +79,11 @@ def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliati
     if observed <= 0:
         return None
     predicted = saved.predicted_wall_seconds
-    compute_seconds = _observed_compute_seconds(saved, usable)
+    compute_seconds, profile = _observed_compute_seconds(saved, usable)
     implied_u, implied_f, effective_u, kind = _implied_factors(saved, observed, compute_seconds)
+    clamped = implied_f is not None and implied_f < 0
+    if clamped:
+        implied_f = 0.0  # the run timed more compute than wall (HF): never a negative share
     interval = saved.interval
     return Reconciliation(
         estimate_id=saved.id,
@@ -98,21 +106,33 @@ def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliati
         implied_effective_utilization=effective_u,
         factors_kind=kind,
         failed_segments=sum(1 for run in usable if run.status != "FINISHED"),
+        profile=profile,
+        note=OVERHEAD_CLAMPED if clamped else None,
+        kind=saved.kind,
     )
 
 
-def _observed_compute_seconds(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> float | None:
-    """tokens / steady-state throughput. The metric is whole-job tokens/s; the latest usable
-    value of the last FINISHED segment (else of any segment) stands for the job."""
+def _observed_compute_seconds(
+    saved: SavedEstimate, runs: Sequence[ObservedRun]
+) -> tuple[float | None, str | None]:
+    """tokens / steady-state throughput, and the profile it was read with. The throughput
+    is whole-job tokens/s; the last FINISHED segment's (else any segment's) stands for the
+    job. A run whose profile gives a compute time but no rate (HF without token counting)
+    contributes that time as it is."""
     if saved.estimate is None:
-        return None
-    candidates = [run for run in runs if throughput_problem(run) is None and run.throughput]
+        return None, None
+    candidates = [
+        run
+        for run in runs
+        if throughput_problem(run) is None and (run.throughput or run.compute_seconds)
+    ]
     if not candidates:
-        return None
+        return None, None
     finished = [run for run in candidates if run.status == "FINISHED"]
     chosen = max(finished or candidates, key=lambda run: (run.ended_at, run.run_id))
-    assert chosen.throughput is not None
-    return saved.estimate.request.model.tokens / chosen.throughput
+    if chosen.throughput:
+        return saved.estimate.request.model.tokens / chosen.throughput, chosen.profile
+    return chosen.compute_seconds, chosen.profile
 
 
 def _implied_factors(

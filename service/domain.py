@@ -200,10 +200,33 @@ TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 
 @dataclass(frozen=True)
+class RunObservables:
+    """What a logging profile (service/profiles) derived from one run's params, tags and
+    metrics: whole-job totals and rates, None where the run does not say. `problem` is a
+    (reason code, detail) pair when the run's metrics cannot be used (contradictory, no
+    rate logged); the run's wall time is still good then."""
+
+    profile: str | None
+    tokens: float | None = None
+    model_flops: float | None = None
+    throughput: float | None = None  # whole-job tokens/s while computing (steady state)
+    compute_seconds: float | None = None
+    gpus: int | None = None
+    gpu: str | None = None  # as the run names it (NVML style allowed); resolved later
+    precision: str | None = None
+    params: float | None = None
+    recompute: Recompute | None = None
+    problem: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class ObservedRun:
-    """One MLflow run as Reckon needs it. Times are aware UTC; `throughput` is the latest
-    value of the configured metric (whole-job tokens/s) exactly as logged, possibly NaN or
-    negative: judging it is the reconcile use case's job, not the adapter's."""
+    """One MLflow run as Reckon needs it. Times are aware UTC; `throughput` is whole-job
+    tokens/s as the run's logging profile derives it (for Reckon's own profile, the latest
+    value exactly as logged, possibly NaN or negative: judging it is the reconcile use
+    case's job). `compute_seconds` is the run's own compute time when its profile gives one
+    without a rate (HF's train_runtime). `observables` is everything the profile derived;
+    it is not stored, only `profile` and `compute_seconds` are."""
 
     run_id: str
     experiment_id: str
@@ -212,6 +235,9 @@ class ObservedRun:
     ended_at: datetime | None
     estimate_id: str | None  # value of the reckon.estimate_id tag, if set
     throughput: float | None
+    profile: str | None = None
+    compute_seconds: float | None = None
+    observables: RunObservables | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -225,7 +251,7 @@ class ScanWindow:
 
 # --- stored predictions --------------------------------------------------------------------
 
-EstimateKind = Literal["computed", "external"]
+EstimateKind = Literal["computed", "external", "retrospective"]
 FactorSource = Literal["given", "default", "prior", "segment", "gpu", "all", "external"]
 
 
@@ -233,7 +259,10 @@ FactorSource = Literal["given", "default", "prior", "segment", "gpu", "all", "ex
 class SavedEstimate:
     """A stored, immutable prediction. `estimate` is the full computed answer for kind
     "computed"; an "external" one (a planner's own number) has only the wall seconds and the
-    run configuration. `factor_set_version` None means no calibrated factor set was used."""
+    run configuration. A "retrospective" one is computed like "computed" but after the fact,
+    from a past run's own configuration with the published prior, dated at the run's start
+    (`reckon import`): it was never a forecast. `factor_set_version` None means no
+    calibrated factor set was used."""
 
     id: str
     kind: EstimateKind
@@ -296,10 +325,18 @@ class Reconciliation:
     implied_effective_utilization: float | None  # u x (1 - f): needs only wall time
     factors_kind: FactorsKind
     failed_segments: int
+    profile: str | None = None  # logging profile of the run the compute time came from
+    note: str | None = None  # e.g. OVERHEAD_CLAMPED
+    kind: EstimateKind = "computed"  # the estimate's: accuracy keeps retrospective apart
 
     @property
     def segment(self) -> str:
         return f"{self.gpu}/{self.precision}"
+
+
+# The run's own compute time exceeded its wall time (HF's timer starts before the MLflow run
+# exists): overhead is stored as 0, never negative.
+OVERHEAD_CLAMPED = "overhead_clamped"
 
 
 @dataclass(frozen=True)

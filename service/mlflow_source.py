@@ -24,6 +24,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+from service.profiles import Point, ProfileSet, RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ T = TypeVar("T")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 RUN_ID_CHUNK = 100  # run ids per `attributes.run_id IN (...)` query
+HISTORY_CACHE_SIZE = 20_000  # metric histories kept per adapter (an import and its pass)
 # MLflow validates run ids against this shape; anything else cannot exist, and keeping it out
 # of the filter string means an id can never break (or inject into) the filter.
 _RUN_ID = re.compile(r"^[a-zA-Z0-9][\w\-]{0,255}$")
@@ -98,6 +100,7 @@ class MlflowRunSource:
         page_size: int = 1000,
         retries: int = 3,
         backoff_seconds: float = 0.5,
+        profiles: ProfileSet | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
@@ -107,7 +110,9 @@ class MlflowRunSource:
         self._client = MlflowClient(tracking_uri=tracking_uri)
         # A lone string is a sequence of characters; take it as one experiment.
         self._experiments = (experiments,) if isinstance(experiments, str) else tuple(experiments)
-        self._metric = throughput_metric
+        # Which framework logged a run decides how its observables are read (the profiles).
+        self._profiles = profiles or ProfileSet.builtin(throughput_metric)
+        self._histories: dict[tuple[str, str], tuple[float | None, list[Point]]] = {}
         self._page_size = page_size
         self._retries = retries
         self._backoff_seconds = backoff_seconds
@@ -198,6 +203,42 @@ class MlflowRunSource:
                 return
             token = page.token
 
+    def finished_runs(
+        self,
+        experiments: Sequence[str] = (),
+        since: datetime | None = None,
+        fallback_gpus: int | None = None,
+        linked: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    ) -> Iterator[ObservedRun]:
+        """FINISHED runs with any tags (linked or not), in these experiments (default: the
+        configured ones), started at or after `since`, oldest start first, each once: what
+        `reckon import` looks through. `fallback_gpus` is the GPU count for runs that state
+        none (per-GPU rates need one). `linked(run_ids)` names the owners of runs already
+        linked, asked once per page: those runs come back with `estimate_id` set and no
+        profile read (no history fetched), so a second import costs a listing, not more."""
+        if experiments:
+            experiment_ids = list(dict.fromkeys(self._resolve(e) for e in experiments))
+        else:
+            experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return
+        clauses = ["attributes.status = 'FINISHED'"]
+        if since is not None:
+            clauses.append(f"attributes.start_time >= {to_ms(since)}")
+        seen: set[str] = set()
+        token: str | None = None
+        while True:
+            page = self._search(experiment_ids, " AND ".join(clauses), _BY_START, token)
+            fresh = [run for run in page if run.info.run_id not in seen]
+            owners = linked([run.info.run_id for run in fresh]) if linked and fresh else {}
+            for run in fresh:
+                seen.add(run.info.run_id)
+                owner = run.data.tags.get(ESTIMATE_TAG) or owners.get(run.info.run_id)
+                yield self._listed(run, owner) if owner else self._observed(run, fallback_gpus)
+            if not page.token or not page:
+                return
+            token = page.token
+
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         if not tags:
             return
@@ -217,10 +258,14 @@ class MlflowRunSource:
 
     # --- helpers --------------------------------------------------------------------------
 
-    def _observed(self, run: Any) -> ObservedRun:
+    def _observed(self, run: Any, fallback_gpus: int | None = None) -> ObservedRun:
         info, data = run.info, run.data
-        # Search results carry each metric's latest value (highest step): no per-run call.
-        value = data.metrics.get(self._metric)
+        # Search results carry params, tags and each metric's latest value (highest step):
+        # no per-run call, unless the run's profile reads a steady state from a history.
+        record = RunRecord(params=data.params, tags=data.tags, metrics=data.metrics)
+        history = partial(self._history, info.run_id, data.metrics)
+        observables = self._profiles.observe(record, history, fallback_gpus)
+        value = observables.throughput
         return ObservedRun(
             run_id=info.run_id,
             experiment_id=str(info.experiment_id),
@@ -229,7 +274,41 @@ class MlflowRunSource:
             ended_at=from_ms(info.end_time),
             estimate_id=data.tags.get(ESTIMATE_TAG) or None,
             throughput=None if value is None else float(value),
+            profile=observables.profile,
+            compute_seconds=observables.compute_seconds,
+            observables=observables,
         )
+
+    def _listed(self, run: Any, estimate_id: str) -> ObservedRun:
+        """A run as listed, without reading its profile (it is someone's already)."""
+        info = run.info
+        return ObservedRun(
+            run_id=info.run_id,
+            experiment_id=str(info.experiment_id),
+            status=info.status,
+            started_at=from_ms(info.start_time),
+            ended_at=from_ms(info.end_time),
+            estimate_id=estimate_id,
+            throughput=None,
+        )
+
+    def _history(self, run_id: str, latest: Mapping[str, float], key: str) -> list[Point]:
+        """Every logged point of one metric, in step order (one call per metric). Kept
+        while the metric's latest value is unchanged, so an import and the pass it runs
+        read each history once."""
+        cached = self._histories.get((run_id, key))
+        if cached is not None and cached[0] == latest.get(key):
+            return cached[1]
+        points = self._call(
+            f"read metric {key!r} of run {run_id}",
+            lambda: self._client.get_metric_history(run_id, key),
+        )
+        ordered = sorted(points, key=lambda point: (point.step, point.timestamp))
+        result = [(int(point.step), float(point.value)) for point in ordered]
+        if len(self._histories) >= HISTORY_CACHE_SIZE:
+            self._histories.clear()  # bounded memory; a miss only costs a re-read
+        self._histories[(run_id, key)] = (latest.get(key), result)
+        return result
 
     def _search(
         self,

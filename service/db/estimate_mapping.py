@@ -79,7 +79,7 @@ def from_row(row: EstimateRow | Any) -> SavedEstimate:
         gpus=row.gpus,
         precision=row.precision,
         predicted_wall_seconds=row.predicted_wall_seconds,
-        estimate=_estimate(row) if row.kind == "computed" else None,
+        estimate=_estimate(row) if row.kind in ("computed", "retrospective") else None,
         interval=interval,
         factor_set_version=row.factor_set_version,
         factor_source=cast(FactorSource, row.factor_source),

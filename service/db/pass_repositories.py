@@ -21,6 +21,7 @@ from service.db.tables import (
 )
 from service.db.upsert import upsert
 from service.domain import (
+    EstimateKind,
     FactorsKind,
     ObservedRun,
     PassRecord,
@@ -30,7 +31,12 @@ from service.domain import (
 )
 
 MLFLOW_SOURCE = "mlflow"
-_RUN_FIELDS = ("experiment_id", "status", "started_at", "ended_at", "estimate_tag", "throughput")
+_RUN_FIELDS = (
+    "experiment_id", "status", "started_at", "ended_at", "estimate_tag", "throughput",
+    "profile", "compute_seconds",
+)  # fmt: skip
+# Links the pass looks up by id each time until reconciled: made by hand, or by an import.
+_BY_ID_LINK_SOURCES = ("manual", "import")
 
 
 def _run_values(run: ObservedRun) -> dict[str, object]:
@@ -42,6 +48,8 @@ def _run_values(run: ObservedRun) -> dict[str, object]:
         "ended_at": run.ended_at,
         "estimate_tag": run.estimate_id,
         "throughput": run.throughput,
+        "profile": run.profile,
+        "compute_seconds": run.compute_seconds,
     }
 
 
@@ -54,6 +62,8 @@ def _observed(row: MlflowRunRow | StagedRunRow | Any) -> ObservedRun:
         ended_at=row.ended_at,
         estimate_id=row.estimate_tag,
         throughput=row.throughput,
+        profile=row.profile,
+        compute_seconds=row.compute_seconds,
     )
 
 
@@ -121,7 +131,7 @@ class RunRepository:
         rows = self._session.scalars(
             select(RunLinkRow.run_id)
             .outerjoin(ReconciliationRow, ReconciliationRow.estimate_id == RunLinkRow.estimate_id)
-            .where(RunLinkRow.source == "manual", ReconciliationRow.id.is_(None))
+            .where(RunLinkRow.source.in_(_BY_ID_LINK_SOURCES), ReconciliationRow.id.is_(None))
             .order_by(RunLinkRow.id)
             .limit(limit)
         )
@@ -211,6 +221,9 @@ def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
         implied_effective_utilization=row.implied_effective_utilization,
         factors_kind=cast(FactorsKind, row.factors_kind),
         failed_segments=row.failed_segments,
+        profile=row.profile,
+        note=row.note,
+        kind=cast(EstimateKind, row.kind),
     )
 
 

@@ -41,7 +41,7 @@ class EstimateRow(Base):
     __tablename__ = "estimate"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))  # computed, external, retrospective
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     label: Mapped[str | None] = mapped_column(String(200))
     gpu: Mapped[str] = mapped_column(String(64))
@@ -103,6 +103,8 @@ class MlflowRunRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
     estimate_tag: Mapped[str | None] = mapped_column(String(64))
     throughput: Mapped[float | None] = mapped_column(Double)
+    profile: Mapped[str | None] = mapped_column(String(64))  # logging profile detected
+    compute_seconds: Mapped[float | None] = mapped_column(Double)  # from the profile
     seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
     pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
 
@@ -133,6 +135,9 @@ class ReconciliationRow(Base):
     implied_effective_utilization: Mapped[float | None] = mapped_column(Double)
     factors_kind: Mapped[str] = mapped_column(String(16))  # "separate", "combined", "none"
     failed_segments: Mapped[int] = mapped_column(Integer)
+    profile: Mapped[str | None] = mapped_column(String(64))  # where compute time came from
+    note: Mapped[str | None] = mapped_column(String(32))  # e.g. overhead_clamped
+    kind: Mapped[str] = mapped_column(String(16), server_default="computed")  # the estimate's
     pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
@@ -252,3 +257,5 @@ class StagedRunRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     estimate_tag: Mapped[str | None] = mapped_column(String(64))
     throughput: Mapped[float | None] = mapped_column(Double)
+    profile: Mapped[str | None] = mapped_column(String(64))
+    compute_seconds: Mapped[float | None] = mapped_column(Double)

@@ -1,0 +1,58 @@
+"""MLflow run-context provider for Reckon: when RECKON_ESTIMATE_ID is set, a run created in
+this process carries reckon.estimate_id, and the configuration tags this process can see:
+reckon.gpus from WORLD_SIZE and reckon.gpu from NVML (the device name, e.g. "NVIDIA H100
+80GB HBM3", which Reckon's catalog resolves). It must never break a training job: any
+failure to read a value leaves that tag out."""
+
+from __future__ import annotations
+
+import os
+
+from mlflow.tracking.context.abstract_context import RunContextProvider
+
+ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
+ESTIMATE_TAG = "reckon.estimate_id"
+GPU_TAG = "reckon.gpu"
+GPUS_TAG = "reckon.gpus"
+
+
+class ReckonRunContext(RunContextProvider):
+    def in_context(self) -> bool:
+        return bool(os.environ.get(ESTIMATE_ENV, "").strip())
+
+    def tags(self) -> dict[str, str]:
+        tags = {ESTIMATE_TAG: os.environ[ESTIMATE_ENV].strip()}
+        world = world_size(os.environ.get("WORLD_SIZE"))
+        if world is not None:
+            tags[GPUS_TAG] = str(world)
+        name = gpu_name()
+        if name is not None:
+            tags[GPU_TAG] = name
+        return tags
+
+
+def world_size(text: str | None) -> int | None:
+    """WORLD_SIZE as torchrun and most launchers set it (one process per GPU)."""
+    try:
+        value = int((text or "").strip())
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
+def gpu_name() -> str | None:
+    """Device 0's name from NVML, or None without nvidia-ml-py or a visible GPU."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no device: a training job must not fail over a tag
+        return None
+    text = name.decode() if isinstance(name, bytes) else str(name)
+    return text.strip() or None

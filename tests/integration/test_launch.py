@@ -1,0 +1,265 @@
+"""`reckon launch` around real child Python processes that use MLflow's own fluent API, and
+the run-context plugin (plugin/) in a child that only calls mlflow.start_run()/end_run().
+Real MLflow server, real databases, the ordinary reconcile pass afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from sqlalchemy import Engine
+
+from service import estimates
+from service.bootstrap import SystemClock
+from service.db import locks
+from service.db.unit_of_work import SqlUnitOfWork
+from service.domain import ESTIMATE_TAG, InputError, NotFoundError, UnavailableError
+from service.launch import LaunchOptions, exit_status, launch
+from service.launch import experiment_name as launch_experiment
+from service.mlflow_source import MlflowRunSource
+from service.reconcile import PassOptions, PassOutcome, run_pass
+from tests.builders import an_estimate
+from tests.integration.mlflow_server import MlflowServer, free_port
+
+pytestmark = pytest.mark.mlflow
+
+TOKENS = 1e6  # the estimate's tokens: with the child's tokens/s, about 0.4 s of compute
+TOKENS_PER_SECOND = 2.5e6
+
+# A training script as a user writes it: fluent MLflow, nothing about Reckon. It logs a
+# throughput and exits with the code it is given (1: a crash mid-training).
+TRAINING_SCRIPT = """
+import sys, time, mlflow
+mlflow.start_run()
+mlflow.log_metric("tokens_per_second", float(sys.argv[2]))
+time.sleep(0.3)
+sys.exit(int(sys.argv[1]))
+"""
+
+# A framework that ignores MLFLOW_RUN_ID and starts its own run (as Lightning does); the
+# plugin tags it from RECKON_ESTIMATE_ID. Writes a marker once its run exists.
+OWN_RUN_SCRIPT = """
+import os, sys, time, mlflow
+os.environ.pop("MLFLOW_RUN_ID", None)
+mlflow.set_experiment(experiment_id=os.environ["MLFLOW_EXPERIMENT_ID"])
+with mlflow.start_run() as run:
+    mlflow.log_metric("loss", 1.0)
+    open(sys.argv[1], "w").write(run.info.run_id)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def save_estimate(engine: Engine) -> str:
+    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(tokens=TOKENS), now=datetime.now(UTC))
+    return saved.id
+
+
+def reconcile(engine: Engine, server: MlflowServer, experiment_id: str) -> PassOutcome:
+    source = MlflowRunSource(server.uri, [experiment_id], "tokens_per_second", retries=0)
+    return run_pass(
+        SqlUnitOfWork(engine), source, locks.pass_lock(engine), SystemClock(),
+        PassOptions(write_back=False, full=True),
+    )  # fmt: skip
+
+
+def script(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def experiment_name(client: MlflowClient, experiment_id: str) -> str:
+    return str(client.get_experiment(experiment_id).name)
+
+
+def test_a_failed_then_a_finished_launch_reconcile_with_the_failure_as_overhead(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    tmp_path: Path,
+) -> None:
+    estimate_id = save_estimate(engine)
+    train = script(tmp_path, "train.py", TRAINING_SCRIPT)
+    name = experiment_name(mlflow_client, experiment_id)
+
+    outcomes = [
+        launch(
+            SqlUnitOfWork(engine),
+            mlflow_server.uri,
+            LaunchOptions(
+                estimate_id,
+                (sys.executable, train, str(code), str(TOKENS_PER_SECOND)),
+                experiment=name,
+            ),
+        )
+        for code in (1, 0)
+    ]
+
+    assert [(item.exit_code, item.status) for item in outcomes] == [(1, "FAILED"), (0, "FINISHED")]
+    runs = [mlflow_client.get_run(item.run_id) for item in outcomes]
+    assert [run.info.status for run in runs] == ["FAILED", "FINISHED"]
+    assert all(run.data.tags[ESTIMATE_TAG] == estimate_id for run in runs)
+    assert runs[0].data.tags["reckon.gpu"] == "a100-80gb"
+    assert runs[0].data.metrics["tokens_per_second"] == TOKENS_PER_SECOND  # logged into it
+
+    result = reconcile(engine, mlflow_server, experiment_id)
+
+    [item] = result.reconciled
+    assert item.estimate_id == estimate_id and item.failed_segments == 1
+    assert item.run_ids == tuple(run.info.run_id for run in runs)
+    first_start, last_end = runs[0].info.start_time, runs[1].info.end_time
+    assert item.observed_seconds == pytest.approx((last_end - first_start) / 1000, abs=1e-3)
+    compute = TOKENS / TOKENS_PER_SECOND
+    assert item.observed_compute_seconds == pytest.approx(compute)
+    second_alone = (runs[1].info.end_time - runs[1].info.start_time) / 1000
+    assert item.implied_overhead == pytest.approx(1 - compute / item.observed_seconds)
+    assert item.implied_overhead > 1 - compute / second_alone  # the failed segment counts
+
+
+def test_launch_deletes_its_empty_run_when_the_command_logged_into_its_own(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    tmp_path: Path,
+) -> None:
+    estimate_id = save_estimate(engine)
+    marker = tmp_path / "run_id"
+    own = script(tmp_path, "own.py", OWN_RUN_SCRIPT)
+
+    outcome = launch(
+        SqlUnitOfWork(engine),
+        mlflow_server.uri,
+        LaunchOptions(estimate_id, (sys.executable, own, str(marker), "0.1"),
+                      experiment=experiment_name(mlflow_client, experiment_id)),
+    )  # fmt: skip
+
+    child_run = marker.read_text()
+    assert outcome.child_run_ids == (child_run,) and outcome.deleted_pre_created
+    assert mlflow_client.get_run(outcome.run_id).info.lifecycle_stage == "deleted"
+    assert mlflow_client.get_run(child_run).data.tags[ESTIMATE_TAG] == estimate_id
+
+
+def test_sigterm_to_launch_is_forwarded_and_the_run_ends_killed(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    tmp_path: Path,
+) -> None:
+    estimate_id = save_estimate(engine)
+    marker = tmp_path / "run_id"
+    own = script(tmp_path, "own.py", OWN_RUN_SCRIPT)
+
+    def stop_when_training() -> None:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # as a scheduler would stop the job
+
+    stopper = threading.Thread(target=stop_when_training)
+    stopper.start()
+    outcome = launch(
+        SqlUnitOfWork(engine),
+        mlflow_server.uri,
+        LaunchOptions(estimate_id, (sys.executable, own, str(marker), "60"),
+                      experiment=experiment_name(mlflow_client, experiment_id)),
+    )  # fmt: skip
+    stopper.join()
+
+    assert (outcome.status, outcome.exit_code) == ("KILLED", 128 + signal.SIGTERM)
+    assert mlflow_client.get_run(marker.read_text()).info.status == "KILLED"
+
+
+def test_launch_refuses_an_unknown_estimate_and_an_empty_command(
+    engine: Engine, mlflow_server: MlflowServer
+) -> None:
+    with pytest.raises(NotFoundError, match="no estimate with id 'nosuch'"):
+        launch(SqlUnitOfWork(engine), mlflow_server.uri, LaunchOptions("nosuch", ("true",)))
+    with pytest.raises(InputError, match="give the command after --"):
+        launch(SqlUnitOfWork(engine), mlflow_server.uri, LaunchOptions("nosuch", ()))
+
+
+def test_plugin_tags_a_run_the_script_starts_itself_and_the_pass_reconciles_it(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+) -> None:
+    installed = {item.name for item in entry_points(group="mlflow.run_context_provider")}
+    assert "reckon" in installed, "the run-context plugin is not installed: pip install ./plugin"
+    estimate_id = save_estimate(engine)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": mlflow_server.uri,
+        "MLFLOW_EXPERIMENT_ID": experiment_id,
+        "RECKON_ESTIMATE_ID": estimate_id,
+        "WORLD_SIZE": "8",
+    }
+    env.pop("MLFLOW_RUN_ID", None)
+    code = "import mlflow; run = mlflow.start_run(); print(run.info.run_id); mlflow.end_run()"
+
+    child = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+
+    run = mlflow_client.get_run(child.stdout.strip().splitlines()[-1])
+    assert run.data.tags[ESTIMATE_TAG] == estimate_id
+    assert run.data.tags["reckon.gpus"] == "8"
+    result = reconcile(engine, mlflow_server, experiment_id)
+    assert [item.estimate_id for item in result.reconciled] == [estimate_id]
+    assert result.reconciled[0].run_ids == (run.info.run_id,)
+
+
+@pytest.mark.parametrize(
+    ("return_code", "signalled", "expected"),
+    [
+        (0, False, ("FINISHED", 0)),
+        (1, False, ("FAILED", 1)),
+        (-signal.SIGKILL, False, ("KILLED", 128 + signal.SIGKILL)),
+        (130, True, ("KILLED", 130)),  # the child caught the forwarded SIGINT and exited
+        (0, True, ("KILLED", 0)),
+    ],
+)
+def test_exit_status_maps_the_childs_end_to_a_run_status_and_a_shell_code(
+    return_code: int, signalled: bool, expected: tuple[str, int]
+) -> None:
+    assert exit_status(return_code, signalled) == expected
+
+
+def test_experiment_is_the_flag_then_mlflows_variable_then_reckons_first() -> None:
+    env = {"MLFLOW_EXPERIMENT_NAME": "from-env"}
+    options = LaunchOptions("e1", ("true",))
+
+    assert launch_experiment(LaunchOptions("e1", ("true",), "flag"), env, ["a"]) == "flag"
+    assert launch_experiment(options, env, ["a"]) == "from-env"
+    assert launch_experiment(options, {}, ["a", "b"]) == "a"
+    assert launch_experiment(options, {}, []) == "Default"
+
+
+def test_launch_against_an_unreachable_mlflow_is_one_line_and_runs_nothing(
+    engine: Engine, mlflow_server: MlflowServer, tmp_path: Path
+) -> None:
+    estimate_id = save_estimate(engine)
+    marker = tmp_path / "ran"
+    command = (sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+
+    with pytest.raises(UnavailableError, match=r"MLflow at http://127\.0\.0\.1:") as raised:
+        launch(
+            SqlUnitOfWork(engine),
+            f"http://user:secret@127.0.0.1:{free_port()}",
+            LaunchOptions(estimate_id, command),
+        )
+
+    assert "secret" not in str(raised.value) and "\n" not in str(raised.value)
+    assert not marker.exists()

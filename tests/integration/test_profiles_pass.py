@@ -1,0 +1,97 @@
+"""The nightly pass reads linked runs through their logging profile: a Composer run linked
+to a forecast reconciles with both factors (not "combined only"), a short Lightning run with
+no rate records why, and only runs whose profile needs a metric history cost a history read."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from mlflow.tracking import MlflowClient
+from sqlalchemy import Engine
+
+from service import estimates, mlflow_source
+from service.bootstrap import SystemClock
+from service.db import locks
+from service.db.unit_of_work import SqlUnitOfWork
+from service.domain import ESTIMATE_TAG
+from service.mlflow_source import MlflowRunSource
+from service.reconcile import PassOptions, PassOutcome, run_pass
+from tests.builders import an_estimate
+from tests.integration import framework_runs as frameworks
+from tests.integration.framework_runs import Truth
+from tests.integration.mlflow_server import MlflowServer, make_training_run
+
+pytestmark = pytest.mark.mlflow
+
+
+def reconcile(engine: Engine, server: MlflowServer, experiment_id: str) -> PassOutcome:
+    source = MlflowRunSource(server.uri, [experiment_id], "tokens_per_second", retries=0)
+    return run_pass(
+        SqlUnitOfWork(engine), source, locks.pass_lock(engine), SystemClock(),
+        PassOptions(write_back=False, full=True),
+    )  # fmt: skip
+
+
+def test_a_linked_composer_run_reconciles_both_factors_through_its_profile(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    truth = Truth(gpus=8, recompute=4 / 3)  # the seed estimate plans full recomputation
+    forecast = an_estimate(params=truth.params, tokens=truth.tokens, gpu="h100-sxm", gpus=8)
+    saved = estimates.save(SqlUnitOfWork(engine), forecast, now=datetime.now(UTC))
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    composer = frameworks.composer_run(mlflow_client, experiment_id, truth, start)
+    mlflow_client.set_tag(composer, ESTIMATE_TAG, saved.id)
+    other = make_training_run(
+        mlflow_client, experiment_id, start=start, end=start + timedelta(hours=1),
+        metrics={"tokens_per_second": 1e6}, tags={ESTIMATE_TAG: "nosuch"},
+    )  # fmt: skip
+    reads: list[tuple[str, str]] = []
+    original = MlflowRunSource._history
+
+    def counted(
+        self: MlflowRunSource, run_id: str, latest: dict[str, float], key: str
+    ) -> list[tuple[int, float]]:
+        reads.append((run_id, key))
+        return original(self, run_id, latest, key)
+
+    monkeypatch.setattr(mlflow_source.MlflowRunSource, "_history", counted)
+
+    outcome = reconcile(engine, mlflow_server, experiment_id)
+
+    [result] = outcome.reconciled
+    assert (result.profile, result.factors_kind) == ("composer", "separate")
+    assert result.implied_utilization == pytest.approx(truth.utilization, rel=0.01)
+    assert result.implied_overhead == pytest.approx(truth.overhead, rel=0.01)
+    assert {run_id for run_id, _ in reads} == {composer}  # Reckon's own profile needs none
+    assert {key for _, key in reads} == {
+        "throughput/tokens_per_sec",
+        "throughput/device/tokens_per_sec",
+        "throughput/flops_per_sec",
+        "throughput/device/flops_per_sec",
+    }
+    assert other not in {run_id for run_id, _ in reads}
+
+
+def test_a_short_lightning_run_without_rates_reconciles_combined_and_says_why(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    run_id = make_training_run(
+        mlflow_client, experiment_id, start=start, end=start + timedelta(hours=5),
+        metrics={"train/time": 600.0, "train/batches": 30.0, "train/samples": 240.0},
+        tags={ESTIMATE_TAG: saved.id},
+    )  # fmt: skip
+
+    outcome = reconcile(engine, mlflow_server, experiment_id)
+
+    [result] = outcome.reconciled
+    assert result.factors_kind == "combined" and result.implied_utilization is None
+    [skip] = outcome.skipped
+    assert (skip.run_id, skip.reason) == (run_id, "no_throughput")
+    assert "window_size" in skip.detail
