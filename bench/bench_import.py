@@ -24,13 +24,13 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer
 from service import mlflow_source
 from service.bootstrap import build
 from service.config import Settings
 from service.importing import ImportOptions, ImportOutcome, import_runs
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
-from tests.integration.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer
 
 BUILDERS = {
     "hf-trainer": frameworks.hf_trainer_run,

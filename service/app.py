@@ -33,7 +33,7 @@ from service.domain import (
 )
 from service.hardware import Catalog, GpuSpec
 from service.inputs import RawInputs
-from service.ports import Clock, PassLock, RunSource, SchemaAdmin, UnitOfWork
+from service.ports import Clock, LaunchRuns, PassLock, RunSource, SchemaAdmin, UnitOfWork
 from service.results import (
     Answer,
     EstimateDetail,
@@ -49,6 +49,8 @@ from service.units import parse_since
 
 if TYPE_CHECKING:
     from service.calibration import FitParameters, Prior
+    from service.importing import ImportOutcome
+    from service.launch import LaunchOutcome
     from service.queries import Snapshot
     from service.reconcile import PassOutcome
     from service.refit import RefitOutcome
@@ -64,6 +66,7 @@ class Policy:
     schedule: str = "0 2 * * *"
     timezone: str = "UTC"
     api_token: str | None = None  # the bearer token the API's state-changing routes require
+    experiments: tuple[str, ...] = ()  # RECKON_EXPERIMENTS (launch's default experiment)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Adapters:
     reader: Callable[[], UnitOfWork]  # for reads: a missing database is NoDatabaseYet
     run_source: Callable[[], RunSource]
     pass_lock: Callable[[], PassLock]
+    launch_runs: Callable[[], LaunchRuns]
     schema: Callable[[], SchemaAdmin]
     prior: Callable[[], Prior]
     clock: Clock
@@ -218,23 +222,88 @@ class Reckon:
         refit. `since` (a date or a duration back from now) or `full` rescan older runs."""
         if since is not None and full:
             raise InputError("since and full are alternatives; give one")
+        return self._pass(
+            self._adapters.run_source(),
+            trigger=trigger,
+            since=self._since(since),
+            full=full,
+            on_progress=on_progress,
+        )
+
+    def _pass(
+        self,
+        source: RunSource,
+        *,
+        trigger: str,
+        since: datetime | None = None,
+        full: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> PassOutcome:
         from service import reconcile
 
         options = reconcile.PassOptions(
             lookback=timedelta(hours=self.policy.lookback_hours),
-            since=self._since(since),
+            since=since,
             full=full,
             trigger=trigger,
             write_back=self.policy.write_back_tags,
         )
         return reconcile.run_pass(
             self._adapters.unit_of_work(),
-            self._adapters.run_source(),
+            source,
             self._adapters.pass_lock(),
             self.clock,
             options,
             refit=self._refit_in_pass,
             on_progress=on_progress,
+        )
+
+    def import_runs(
+        self,
+        *,
+        experiments: tuple[str, ...] = (),
+        since: str | None = None,
+        gpu: str | None = None,
+        gpus: int | None = None,
+        precision: str | None = None,
+        dry_run: bool = False,
+    ) -> ImportOutcome:
+        """Learn from past runs: a retrospective estimate (the published prior, dated at the
+        run's start) for each finished, unlinked run whose configuration is complete (from
+        the run, else these flags), linked and reconciled by an ordinary pass before this
+        returns. Importing twice imports nothing new."""
+        from service import importing
+
+        source = self._adapters.run_source()  # one source: its metric-history cache serves both
+        options = importing.ImportOptions(
+            experiments=experiments,
+            since=self._since(since),
+            gpu=gpu,
+            gpus=gpus,
+            precision=precision,
+            dry_run=dry_run,
+        )
+        return importing.import_runs(
+            self._adapters.unit_of_work(),
+            source,
+            self.catalog,
+            self._adapters.prior(),
+            options,
+            now=self.clock.now(),
+            reconcile=lambda: self._pass(source, trigger="import"),
+        )
+
+    def launch(
+        self, estimate_id: str, command: tuple[str, ...], *, experiment: str | None = None
+    ) -> LaunchOutcome:
+        """Run `command` inside an MLflow run linked to the estimate (service/launch.py)."""
+        from service import launch
+
+        return launch.launch(
+            self._adapters.reader(),
+            self._adapters.launch_runs(),
+            launch.LaunchOptions(estimate_id, command, experiment),
+            configured_experiments=self.policy.experiments,
         )
 
     def refit(self, *, force: bool = False) -> RefitOutcome:

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from service.calibration import Prior
     from service.config import Settings
     from service.db.unit_of_work import SqlUnitOfWork
+    from service.mlflow_launch import MlflowLaunchRuns
     from service.mlflow_source import MlflowRunSource
     from service.ports import PassLock
+    from service.profiles import ProfileSet
 
 
 class SystemClock:
@@ -90,8 +92,25 @@ class _Wiring:
         if not settings.mlflow_tracking_uri:
             raise InputError("MLFLOW_TRACKING_URI is not set; point it at the MLflow server")
         return MlflowRunSource(
-            settings.mlflow_tracking_uri, settings.experiment_list, settings.throughput_metric
+            settings.mlflow_tracking_uri,
+            settings.experiment_list,
+            settings.throughput_metric,
+            profiles=self.profiles,
         )
+
+    @cached_property
+    def profiles(self) -> ProfileSet:
+        from service.profiles import load_profile_set
+
+        settings = self.settings
+        return load_profile_set(settings.profiles_file, settings.throughput_metric)
+
+    def launch_runs(self) -> MlflowLaunchRuns:
+        from service.mlflow_launch import MlflowLaunchRuns
+
+        if not self.settings.mlflow_tracking_uri:
+            raise InputError("MLFLOW_TRACKING_URI is not set; point it at the MLflow server")
+        return MlflowLaunchRuns(self.settings.mlflow_tracking_uri)
 
     def pass_lock(self) -> PassLock:
         from service.db import locks
@@ -160,6 +179,7 @@ def build(settings: Settings | None = None, *, clock: Clock | None = None) -> Re
         reader=wiring.reader,
         run_source=wiring.run_source,
         pass_lock=wiring.pass_lock,
+        launch_runs=wiring.launch_runs,
         schema=lambda: wiring.schema,
         prior=lambda: wiring.prior,
         clock=clock or SystemClock(),
@@ -176,4 +196,5 @@ def _policy(settings: Settings) -> Policy:
         schedule=settings.schedule,
         timezone=settings.timezone,
         api_token=settings.api_token,
+        experiments=tuple(settings.experiment_list),
     )

@@ -29,6 +29,7 @@ class Settings(BaseSettings):
     timezone: str = "UTC"
     api_token: str | None = None
     throughput_metric: str = "tokens_per_second"
+    profiles_file: Path | None = None  # TOML: in-house trainers' metric names (service.profiles)
     lookback_hours: float = Field(default=48.0, ge=0, le=24 * 365 * 10)
     write_back_tags: bool = True
     half_life_days: float = Field(default=DEFAULT_HALF_LIFE_DAYS, gt=0)

@@ -3,7 +3,7 @@ them and tests use fakes of them. Nothing here imports an adapter."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -44,6 +44,17 @@ class RunSource(Protocol):
 
     def ping(self) -> None:
         """Raise UnavailableError unless the source answers."""
+        ...
+
+    def finished_runs(
+        self,
+        experiments: Sequence[str] = (),
+        since: datetime | None = None,
+        fallback_gpus: int | None = None,
+        linked: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    ) -> Iterator[ObservedRun]:
+        """FINISHED runs, linked or not (for `reckon import`); those `linked` names an owner
+        for come back with `estimate_id` set and nothing derived."""
         ...
 
 
@@ -226,4 +237,30 @@ class SchemaAdmin(Protocol):
         """Raise UnavailableError unless the schema is at head (an embedded SQLite database
         upgrades itself). With `create=False`, a SQLite file that is not there yet is a
         NoDatabaseYet, and is not created."""
+        ...
+
+
+class LaunchRuns(Protocol):
+    """The MLflow runs `reckon launch` creates and ends (adapter: service/mlflow_launch.py)."""
+
+    tracking_uri: str
+
+    def experiment_id(self, name: str) -> str:
+        """The id of the active experiment `name`, created when missing."""
+        ...
+
+    def create(self, experiment_id: str, tags: Mapping[str, str], started_ms: int) -> str: ...
+
+    def end(self, run_id: str, status: str) -> None: ...
+
+    def delete(self, run_id: str) -> None: ...
+
+    def is_empty(self, run_id: str) -> bool:
+        """No metric and no param was logged into the run."""
+        ...
+
+    def others_for(
+        self, experiment_id: str, estimate_id: str, run_id: str, started_ms: int
+    ) -> list[tuple[str, str]]:
+        """(run id, status) of other runs tagged for the estimate, started since then."""
         ...

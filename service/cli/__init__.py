@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from service.cli import loop, ops, planning, registry  # noqa: F401 - they register commands
+from service.cli import loop, ops, planning, registry, runs  # noqa: F401 - they register commands
 from service.cli.base import cli
 from service.domain import ConflictError, InputError, NotFoundError, ReckonError, UnavailableError
 from service.environment import prepare_process

@@ -36,6 +36,8 @@ from service.units import format_duration
 if TYPE_CHECKING:
     from service.calibrated import Calibrated
     from service.calibration import FactorSet, SegmentFactors
+    from service.importing import ImportOutcome
+    from service.launch import LaunchOutcome
     from service.reconcile import PassOutcome
     from service.refit import RefitOutcome
 
@@ -173,6 +175,9 @@ def reconciliation_view(item: Reconciliation) -> JSON:
         "implied_effective_utilization": item.implied_effective_utilization,
         "factors_kind": item.factors_kind,
         "failed_segments": item.failed_segments,
+        "kind": item.kind,
+        "profile": item.profile,
+        "note": item.note,
         "line": human_line(item.predicted_seconds, item.observed_seconds),
     }
 
@@ -371,3 +376,21 @@ def estimates_view(saved: list[SavedEstimate]) -> JSON:
 
 def running_list_view(items: list[RunningProjection]) -> JSON:
     return {"running": [running_view(item) for item in items]}
+
+
+def import_view(outcome: ImportOutcome) -> JSON:
+    """`reckon import --json`: runs_seen, imported, skipped (each run_id and reason)."""
+    return {
+        "runs_seen": outcome.runs_seen,
+        "imported": [fields_of(item) for item in outcome.imported],
+        "skipped": [fields_of(item) for item in outcome.skipped],
+        "reconciled": outcome.reconciled,
+        "dry_run": outcome.dry_run,
+        "pass_status": outcome.pass_status,
+        "pass_id": outcome.pass_id,
+        "factor_set": outcome.factor_set,
+    }
+
+
+def launch_view(outcome: LaunchOutcome) -> JSON:
+    return {**fields_of(outcome), "child_run_ids": list(outcome.child_run_ids)}

@@ -28,6 +28,7 @@ from service.results import (
 from service.units import format_duration
 
 if TYPE_CHECKING:
+    from service.importing import ImportOutcome
     from service.reconcile import PassOutcome
 
 
@@ -187,10 +188,15 @@ def history_text(rows: list[Reconciliation]) -> str:
             factors = f" (u {row.implied_utilization:.2f}, overhead {row.implied_overhead:.0%})"
         elif row.implied_effective_utilization is not None:
             factors = f" (effective u x (1-f) {row.implied_effective_utilization:.2f})"
+        extra = "".join(
+            f" [{part}]"
+            for part in (row.kind if row.kind != "computed" else None, row.profile, row.note)
+            if part
+        )
         lines.append(
             f"{row.estimate_id} {row.gpu}/{row.precision}: "
             f"{human_line(row.predicted_seconds, row.observed_seconds)}"
-            f" (observed/predicted {row.ratio:.3f}){factors}"
+            f" (observed/predicted {row.ratio:.3f}){factors}{extra}"
         )
     return "\n".join(lines)
 
@@ -292,4 +298,25 @@ def sets_text(history: FactorHistory) -> str:
             f"{_pct(item.backtest_score):>9} {_pct(item.baseline_score):>9} "
             f"{item.reconciliation_count:>6}  {activated}" + (" (forced)" if item.forced else "")
         )
+    return "\n".join(lines)
+
+
+def import_text(outcome: ImportOutcome) -> str:
+    verb = "would import" if outcome.dry_run else "imported"
+    lines = [
+        f"{outcome.runs_seen} finished runs seen, {verb} {len(outcome.imported)}, "
+        f"skipped {len(outcome.skipped)}"
+        + ("" if outcome.dry_run else f"; {outcome.reconciled} reconciled")
+    ]
+    for reason, count in sorted(Counter(skip.reason for skip in outcome.skipped).items()):
+        lines.append(f"  skipped {count} x {reason}")
+    for item in outcome.imported[:20]:
+        lines.append(
+            f"  {item.run_id}: {item.gpus} x {item.gpu} {item.precision}"
+            f" ({item.profile or 'no profile'}), retrospective prediction "
+            f"{format_duration(item.predicted_seconds)}"
+            + ("" if item.estimate_id is None else f" as estimate {item.estimate_id}")
+        )
+    if outcome.pass_status == "locked":
+        lines.append("another pass holds the lock: the next pass reconciles these estimates")
     return "\n".join(lines)

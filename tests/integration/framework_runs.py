@@ -19,7 +19,7 @@ from typing import Any
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
-from tests.integration.mlflow_server import to_ms
+from demo.mlflow_server import to_ms
 
 H100_BF16 = 989e12  # h100-sxm dense bf16, service/hardware.py
 BATCH_LIMIT = 1000  # metrics per log_batch call (MLflow's limit)

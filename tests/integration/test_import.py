@@ -6,6 +6,7 @@ the import must recover both within 1%. Then the captured real runs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,8 +15,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine
 
+from demo.mlflow_server import MlflowServer
 from service import priors
 from service.bootstrap import SystemClock
+from service.cli import main
 from service.db import locks
 from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import OVERHEAD_CLAMPED, InputError, Reconciliation, SavedEstimate
@@ -25,7 +28,6 @@ from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, run_pass
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
-from tests.integration.mlflow_server import MlflowServer
 
 pytestmark = pytest.mark.mlflow
 
@@ -267,12 +269,41 @@ def test_an_unknown_gpu_is_a_skip_and_an_unknown_flag_a_one_line_error(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
     run_id = frameworks.hf_trainer_run(mlflow_client, experiment_id, Truth(), started(1))
-    mlflow_client.set_tag(run_id, "reckon.gpu", "TPU v5p")
+    mlflow_client.set_tag(run_id, "reckon.gpu", "TPU v4")  # not in the catalog
 
     outcome = run_import(engine, mlflow_server, experiment_id)
 
     [skip] = outcome.skipped
     assert (skip.run_id, skip.reason) == (run_id, "unknown_gpu")
-    assert "TPU v5p" in skip.detail and "\n" not in skip.detail
+    assert "TPU v4" in skip.detail and "\n" not in skip.detail
     with pytest.raises(InputError, match="unknown GPU 'h900'"):
         run_import(engine, mlflow_server, experiment_id, gpu="h900")
+
+
+def test_reckon_import_on_the_command_line_imports_once_and_reports_json(
+    cli_env: str,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)
+    monkeypatch.setenv("RECKON_EXPERIMENTS", experiment_id)
+    monkeypatch.setenv("RECKON_WRITE_BACK_TAGS", "false")
+    composer = frameworks.composer_run(mlflow_client, experiment_id, Truth(gpus=16), started(4))
+    frameworks.lightning_run(mlflow_client, experiment_id, Truth(gpus=4), started(3))
+
+    first = main(["import", "--gpu", "h100-sxm", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    again = main(["import", "--gpu", "h100-sxm", "--json"])
+    repeat = json.loads(capsys.readouterr().out)
+    assert main(["history", "--json"]) == 0
+    history = json.loads(capsys.readouterr().out)["history"]
+
+    assert first == 0 and report["runs_seen"] == 2 and report["reconciled"] == 1
+    assert [item["run_id"] for item in report["imported"]] == [composer]
+    assert [skip["reason"] for skip in report["skipped"]] == ["no_precision"]  # Lightning
+    assert again == 0 and repeat["imported"] == []
+    assert [row["kind"] for row in history] == ["retrospective"]
+    assert history[0]["profile"] == "composer"

@@ -4,6 +4,7 @@ Real MLflow server, real databases, the ordinary reconcile pass afterwards."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine
 
+from demo.mlflow_server import MlflowServer, free_port
 from service import estimates
 from service.bootstrap import SystemClock
 from service.db import locks
@@ -25,10 +27,10 @@ from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import ESTIMATE_TAG, InputError, NotFoundError, UnavailableError
 from service.launch import LaunchOptions, exit_status, launch
 from service.launch import experiment_name as launch_experiment
+from service.mlflow_launch import MlflowLaunchRuns
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
-from tests.integration.mlflow_server import MlflowServer, free_port
 
 pytestmark = pytest.mark.mlflow
 
@@ -95,7 +97,7 @@ def test_a_failed_then_a_finished_launch_reconcile_with_the_failure_as_overhead(
     outcomes = [
         launch(
             SqlUnitOfWork(engine),
-            mlflow_server.uri,
+            MlflowLaunchRuns(mlflow_server.uri),
             LaunchOptions(
                 estimate_id,
                 (sys.executable, train, str(code), str(TOKENS_PER_SECOND)),
@@ -138,8 +140,8 @@ def test_launch_deletes_its_empty_run_when_the_command_logged_into_its_own(
     own = script(tmp_path, "own.py", OWN_RUN_SCRIPT)
 
     outcome = launch(
-        SqlUnitOfWork(engine),
-        mlflow_server.uri,
+            SqlUnitOfWork(engine),
+            MlflowLaunchRuns(mlflow_server.uri),
         LaunchOptions(estimate_id, (sys.executable, own, str(marker), "0.1"),
                       experiment=experiment_name(mlflow_client, experiment_id)),
     )  # fmt: skip
@@ -170,8 +172,8 @@ def test_sigterm_to_launch_is_forwarded_and_the_run_ends_killed(
     stopper = threading.Thread(target=stop_when_training)
     stopper.start()
     outcome = launch(
-        SqlUnitOfWork(engine),
-        mlflow_server.uri,
+            SqlUnitOfWork(engine),
+            MlflowLaunchRuns(mlflow_server.uri),
         LaunchOptions(estimate_id, (sys.executable, own, str(marker), "60"),
                       experiment=experiment_name(mlflow_client, experiment_id)),
     )  # fmt: skip
@@ -185,9 +187,15 @@ def test_launch_refuses_an_unknown_estimate_and_an_empty_command(
     engine: Engine, mlflow_server: MlflowServer
 ) -> None:
     with pytest.raises(NotFoundError, match="no estimate with id 'nosuch'"):
-        launch(SqlUnitOfWork(engine), mlflow_server.uri, LaunchOptions("nosuch", ("true",)))
+        launch(
+            SqlUnitOfWork(engine),
+            MlflowLaunchRuns(mlflow_server.uri),
+            LaunchOptions("nosuch", ("true",)),
+        )
     with pytest.raises(InputError, match="give the command after --"):
-        launch(SqlUnitOfWork(engine), mlflow_server.uri, LaunchOptions("nosuch", ()))
+        launch(
+            SqlUnitOfWork(engine), MlflowLaunchRuns(mlflow_server.uri), LaunchOptions("nosuch", ())
+        )
 
 
 def test_plugin_tags_a_run_the_script_starts_itself_and_the_pass_reconciles_it(
@@ -257,9 +265,51 @@ def test_launch_against_an_unreachable_mlflow_is_one_line_and_runs_nothing(
     with pytest.raises(UnavailableError, match=r"MLflow at http://127\.0\.0\.1:") as raised:
         launch(
             SqlUnitOfWork(engine),
-            f"http://user:secret@127.0.0.1:{free_port()}",
+            MlflowLaunchRuns(f"http://user:secret@127.0.0.1:{free_port()}"),
             LaunchOptions(estimate_id, command),
         )
 
     assert "secret" not in str(raised.value) and "\n" not in str(raised.value)
     assert not marker.exists()
+
+
+def test_reckon_launch_on_the_command_line_exits_with_the_commands_code_and_links_both_runs(
+    cli_env: str,
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    tmp_path: Path,
+) -> None:
+    estimate_id = save_estimate(engine)
+    train = script(tmp_path, "train.py", TRAINING_SCRIPT)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": mlflow_server.uri,
+        "RECKON_EXPERIMENTS": experiment_name(mlflow_client, experiment_id),
+        "RECKON_WRITE_BACK_TAGS": "false",
+    }
+    reckon = str(Path(sys.executable).with_name("reckon"))
+
+    codes = [
+        subprocess.run(
+            [reckon, "launch", "--estimate", estimate_id, "--",
+             sys.executable, train, str(code), str(TOKENS_PER_SECOND)],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        ).returncode
+        for code in (1, 0)
+    ]  # fmt: skip
+    passed = subprocess.run(
+        [reckon, "reconcile", "--full", "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert codes == [1, 0]
+    runs = mlflow_client.search_runs([experiment_id], order_by=["attributes.start_time ASC"])
+    assert [run.info.status for run in runs] == ["FAILED", "FINISHED"]
+    assert {run.data.tags[ESTIMATE_TAG] for run in runs} == {estimate_id}
+    assert passed.returncode == 0, passed.stderr
+    assert json.loads(passed.stdout)["reconciled_estimates"] == [estimate_id]
+    with SqlUnitOfWork(engine) as uow:
+        (item,) = uow.reconciliations.for_estimates([estimate_id]).values()
+    assert item.failed_segments == 1 and item.implied_overhead is not None

@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine
 
+from demo.mlflow_server import MlflowServer, make_training_run
 from service import estimates, mlflow_source
 from service.bootstrap import SystemClock
 from service.db import locks
@@ -20,7 +21,6 @@ from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
-from tests.integration.mlflow_server import MlflowServer, make_training_run
 
 pytestmark = pytest.mark.mlflow
 
