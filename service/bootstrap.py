@@ -160,4 +160,5 @@ def _policy(settings: Settings) -> Policy:
         schedule=settings.schedule,
         timezone=settings.timezone,
         api_token=settings.api_token,
+        mlflow_tracking_uri=settings.mlflow_tracking_uri,
     )

@@ -370,3 +370,9 @@ def estimates_view(saved: list[SavedEstimate]) -> JSON:
 
 def running_list_view(items: list[RunningProjection]) -> JSON:
     return {"running": [running_view(item) for item in items]}
+
+
+def mlflow_links_view(ui_url: str | None) -> dict[str, str | None]:
+    """GET /v1/mlflow: where the dashboard links run ids. MLflow's UI opens a run from its id
+    alone at `#/runs/<run_id>` (it looks up the experiment itself)."""
+    return {"ui_url": ui_url, "run_url": None if ui_url is None else ui_url + "/#/runs/{run_id}"}
