@@ -58,11 +58,10 @@ PANELS = (
     "table-history",
     "table-running",
 )
-ALL_DRAWN = (
-    "['headline','chart-error','chart-scatter','chart-coverage','chart-factors',"
-    "'table-history','table-running','passes'].every((id) => { const e ="
-    " document.getElementById(id); return e && (e.dataset.rendered || e.dataset.empty ||"
-    " e.dataset.error); })"
+ALL_DRAWN = (  # the page's last draw finished, and every panel reached a state
+    f"document.body.dataset.drawn === 'true' && {json.dumps([*PANELS, 'passes'])}"
+    ".every((id) => { const e = document.getElementById(id);"
+    " return e && (e.dataset.rendered || e.dataset.empty || e.dataset.error); })"
 )
 
 
@@ -126,6 +125,11 @@ class Page:
             f" e.value = {json.dumps(value)};"
             " e.dispatchEvent(new Event('change', { bubbles: true })); })()"
         )
+
+    def choose_filter(self, selector: str, value: str) -> None:
+        """Change a filter and wait until every panel is drawn again."""
+        self.select(selector, value)
+        self.wait_drawn()
 
     def click(self, selector: str) -> None:
         self.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
@@ -850,6 +854,8 @@ def test_every_panel_is_drawn_from_the_data(
         page.screenshot(screenshot)
 
     assert_only_local_requests(browser.requests)
+    # each accuracy call runs a backtest: per-GPU scores wait for a GPU filter
+    assert [query["by"] for query in stub.sent("/v1/accuracy")] == [["segment"], ["segment_week"]]
     assert states == dict.fromkeys(PANELS, "rendered")
     overall = CANNED["/v1/accuracy?by=segment"]["overall"]
     assert headline == [
@@ -934,24 +940,24 @@ def test_changing_a_filter_redraws_and_goes_into_the_url(
     with api_stub(canned_routes()) as stub, browser.page() as page:
         page.goto(f"{stub.base}/")
         page.wait_drawn()
-        page.select("#filter-segment", "mi300x/bf16")
+        page.choose_filter("#filter-segment", "mi300x/bf16")
         segment_query = query_of(page)
         error_panels = segments_drawn(page, "#chart-error")
         worse = page.evaluate("document.getElementById('headline-median_ape').dataset.worse")
         verdict = text_of(page, "#headline-median_ape .verdict")
         page.screenshot(screenshot)
-        page.select("#filter-gpu", "h100-sxm")  # another GPU: the segment no longer applies
+        page.choose_filter("#filter-gpu", "h100-sxm")  # another GPU: the segment goes
         gpu_query = query_of(page)
         gpu_panels = segments_drawn(page, "#chart-error")
-        page.select("#filter-since", "7d")
-        page.wait_for("location.search.includes('since=7d')")
-        page.wait_for("document.querySelectorAll('#chart-error circle').length < 6")
+        page.choose_filter("#filter-since", "7d")
+        since_query = query_of(page)
         week_runs = sorted(points_of(page, "#chart-error"))
 
     assert segment_query == {"gpu": ["mi300x"], "segment": ["mi300x/bf16"]}
     assert error_panels == ["mi300x/bf16"]
     assert worse == "true" and "worse than raw" in verdict
     assert gpu_query == {"gpu": ["h100-sxm"]}
+    assert since_query == {"gpu": ["h100-sxm"], "since": ["7d"]}
     assert gpu_panels == ["h100-sxm/bf16", "h100-sxm/fp8"]
     cutoff = NOW - timedelta(days=7)
     assert week_runs == sorted(
