@@ -972,7 +972,7 @@ def test_changing_a_filter_redraws_and_goes_into_the_url(
 def test_the_form_asks_the_api_and_shows_p10_p50_p90(
     browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    screenshot = tmp_path / "dashboard-ask.png"
+    screenshot, plan_screenshot = tmp_path / "dashboard-ask.png", tmp_path / "dashboard-plan.png"
 
     with api_stub(canned_routes()) as stub, browser.page() as page:
         page.goto(f"{stub.base}/")
@@ -995,6 +995,8 @@ def test_the_form_asks_the_api_and_shows_p10_p50_p90(
         page.select("#ask [name=confidence]", "0.9")
         page.click("#ask button[type=submit]")
         page.wait_for("document.getElementById('ask-result').dataset.rendered")
+        confident_text = text_of(page, "#ask-result")
+        page.screenshot(plan_screenshot)
 
     estimate_query = stub.sent("/v1/estimate")[-1]
     assert estimate_query["params"] == ["70B"] and estimate_query["gpus"] == ["512"]
@@ -1006,8 +1008,10 @@ def test_the_form_asks_the_api_and_shows_p10_p50_p90(
     assert "gpus" not in raw_plan and raw_plan["deadline"] == ["30d"]
     assert confident_plan["calibrated"] == ["true"] and confident_plan["confidence"] == ["0.9"]
     assert "392 × h100-sxm meet the deadline of 30 d" in plan_text
-    assert "No P10–P90 range" in plan_text  # the canned plan has none
+    assert 'No P10–P90 range: tick "calibrated"' in plan_text  # the canned plan has none
+    assert "No P10–P90 range in the API's answer" in confident_text
     keep_screenshot(capsys, screenshot)
+    keep_screenshot(capsys, plan_screenshot)
 
 
 def test_dashboard_says_so_when_nothing_is_there_yet(browser: Browser) -> None:
