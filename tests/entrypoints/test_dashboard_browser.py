@@ -626,8 +626,20 @@ def _by_segment_week() -> dict[str, Any]:
     return {"by": "segment_week", "overall": _scores(len(RUNS), 12.0, 3.0, 0.45), "groups": groups}
 
 
-FACTOR_KEYS = ("*", "a100-80gb", "a100-80gb/bf16", "h100-sxm", "h100-sxm/bf16", "h100-sxm/fp8")
-FACTOR_KEYS += ("mi300x/bf16",)
+FACTOR_KEYS = (  # more keys than the page's ten hand-picked colours: none may repeat
+    "*",
+    "a100-80gb",
+    "a100-80gb/bf16",
+    "b200/fp8",
+    "gb200/fp4",
+    "h100-sxm",
+    "h100-sxm/bf16",
+    "h100-sxm/fp8",
+    "h200/bf16",
+    "mi300x/bf16",
+    "mi325x/bf16",
+    "tpu-v5p/bf16",
+)
 
 
 def _factor_history() -> dict[str, Any]:
