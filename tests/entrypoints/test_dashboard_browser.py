@@ -490,9 +490,15 @@ def test_dashboard_draws_reconciled_estimates_from_a_running_server(
             raw_n = page.evaluate("document.getElementById('headline-median_ape').dataset.rawN")
             passes = text_of(page, "#passes")
             page.screenshot(screenshot)
+        requests = browser.requests
+        with browser.page() as mlflow_ui:  # MLflow's own UI finds the run's experiment
+            mlflow_ui.goto(links[0])
+            opened = mlflow_ui.wait_for(
+                "location.hash.includes('/experiments/') && location.hash", timeout=60
+            )
 
     assert re.findall(r"https?://|\b(?:src|href)=\"//", served) == []
-    assert_only_local_requests(browser.requests)
+    assert_only_local_requests(requests)
     assert states["headline"] == "rendered" and raw_n == str(len(seeded.ratios))
     assert states["chart-error"] == states["chart-scatter"] == "rendered"
     assert scatter.keys() == error.keys() == seeded.ratios.keys()
@@ -505,6 +511,7 @@ def test_dashboard_draws_reconciled_estimates_from_a_running_server(
     assert sorted(links) == sorted(
         f"{mlflow_server.uri}/#/runs/{run_id}" for run_id in seeded.runs.values()
     )
+    assert opened.endswith(f"/experiments/{experiment_id}/runs/{links[0].rsplit('/', 1)[1]}")
     assert states["table-running"] == "rendered" and seeded.running_run in running
     for optional in ("chart-factors", "chart-coverage"):  # no refit has run: maybe empty
         assert states[optional] in ("rendered", "empty"), optional
