@@ -23,6 +23,9 @@ GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
     "precision": lambda item: item.precision,
     "segment": lambda item: item.segment,
     "month": lambda item: f"{item.ended_at:%Y-%m}",
+    # "<segment> <period>": the dashboard's calibrated error over time, per segment
+    "segment_week": lambda item: f"{item.segment} {item.ended_at:%G-W%V}",
+    "segment_month": lambda item: f"{item.segment} {item.ended_at:%Y-%m}",
 }
 MAX_CALIBRATED_TARGETS = 100_000
 

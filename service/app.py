@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from service import estimates
 from service.domain import (
@@ -67,6 +68,7 @@ class Policy:
     timezone: str = "UTC"
     api_token: str | None = None  # the bearer token the API's state-changing routes require
     experiments: tuple[str, ...] = ()  # RECKON_EXPERIMENTS (launch's default experiment)
+    mlflow_tracking_uri: str | None = None  # where the MLflow UI lives too, when it is http(s)
 
 
 @dataclass(frozen=True)
@@ -421,6 +423,16 @@ class Reckon:
         except ReckonError as error:
             return str(error)
         return "ok"
+
+    def mlflow_ui_url(self) -> str | None:
+        """Where the MLflow UI is, for links to runs: the tracking server's http(s) address
+        without credentials, query or fragment; None for a file store or no MLflow at all."""
+        parts = urlsplit(self.policy.mlflow_tracking_uri or "")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
     def metrics(self) -> Snapshot:
         from service import queries

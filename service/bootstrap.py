@@ -197,4 +197,5 @@ def _policy(settings: Settings) -> Policy:
         timezone=settings.timezone,
         api_token=settings.api_token,
         experiments=tuple(settings.experiment_list),
+        mlflow_tracking_uri=settings.mlflow_tracking_uri,
     )

@@ -383,5 +383,6 @@ class SchemaStatus:
         return self.current == self.head
 
 
-ACCURACY_GROUPINGS = ("gpu_type", "precision", "month")  # what `accuracy --by` can group by
+# what `accuracy --by` can group by ("segment_week": "h100-sxm/bf16 2026-W41")
+ACCURACY_GROUPINGS = ("gpu_type", "precision", "segment", "month", "segment_week", "segment_month")
 ACCURACY_ALIASES = {"gpu": "gpu_type"}  # `--gpu` names the GPU model everywhere else

@@ -1,4 +1,5 @@
-"""Routes for operators: readiness, Prometheus metrics, the dashboard page."""
+"""Routes for operators: readiness, Prometheus metrics, the dashboard page and the MLflow
+UI address its run links point at."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def healthz(app: App) -> JSONResponse:
 def metrics(app: App) -> Response:
     body, content_type = metrics_response(app.metrics())
     return Response(body, media_type=content_type)
+
+
+@router.get("/v1/mlflow", summary="The MLflow UI address, for links to runs")
+def mlflow_links(app: App) -> dict[str, str | None]:
+    return json_views.mlflow_links_view(app.mlflow_ui_url())
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

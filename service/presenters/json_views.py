@@ -394,3 +394,9 @@ def import_view(outcome: ImportOutcome) -> JSON:
 
 def launch_view(outcome: LaunchOutcome) -> JSON:
     return {**fields_of(outcome), "child_run_ids": list(outcome.child_run_ids)}
+
+
+def mlflow_links_view(ui_url: str | None) -> dict[str, str | None]:
+    """GET /v1/mlflow: where the dashboard links run ids. MLflow's UI opens a run from its id
+    alone at `#/runs/<run_id>` (it looks up the experiment itself)."""
+    return {"ui_url": ui_url, "run_url": None if ui_url is None else ui_url + "/#/runs/{run_id}"}

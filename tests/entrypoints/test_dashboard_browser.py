@@ -1,17 +1,20 @@
-"""The dashboard in a real headless Chromium: what a person opening `/` sees once the loop has
-run. One test serves it from `reckon serve` over data that came in the real way (saved
-estimates, tagged MLflow runs, `reckon reconcile`); the others serve the page with canned JSON
-in the documented shapes, so every panel is drawn (or says why not) even before its endpoint
-exists.
+"""The dashboard in a real headless Chromium: what a person opening `/` sees. One test serves
+it from `reckon serve` over data that came in the real way (saved estimates, tagged MLflow
+runs, `reckon reconcile`); the others serve the page with canned JSON in the documented
+shapes, so every panel, filter and the estimate/plan form is exercised with known numbers.
 
-Chromium is the Debian package (`apt-get install chromium`); without it these tests skip,
-or fail when CI is set. The page must make no request beyond the server that served it."""
+Chromium is the Debian package (`apt-get install chromium`), driven over its DevTools
+protocol on a pipe (no driver package needed); without it these tests skip, or fail when CI
+is set. The page must make no request beyond the server that served it. Screenshots go to
+the test's tmp dir and to RECKON_SCREENSHOT_DIR when that is set (the path is printed)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -20,13 +23,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -44,37 +47,178 @@ CHROMIUM = "/usr/bin/chromium"
 RECKON = str(Path(sys.executable).parent / "reckon")
 BROWSER_TIMEOUT_SECONDS = 30.0
 SERVER_READY_SECONDS = 30.0
+WINDOW = (1400, 1000)  # CSS pixels; a screenshot is as tall as the page
 METRIC = "tokens_per_second"
-PANELS = ("chart-scatter", "chart-error", "chart-factors", "chart-coverage", "table-running")
+PANELS = (
+    "headline",
+    "chart-error",
+    "chart-scatter",
+    "chart-coverage",
+    "chart-factors",
+    "table-history",
+    "table-running",
+)
+ALL_DRAWN = (  # the page's last draw finished, and every panel reached a state
+    f"document.body.dataset.drawn === 'true' && {json.dumps([*PANELS, 'passes'])}"
+    ".every((id) => { const e = document.getElementById(id);"
+    " return e && (e.dataset.rendered || e.dataset.empty || e.dataset.error); })"
+)
 
 
 # --- the browser ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+class Page:
+    """One tab of a headless Chromium, over the DevTools protocol on a pipe (fd 3 carries
+    our commands, fd 4 its answers, each a JSON message ended by a NUL byte)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], to_browser: int, from_browser: int):
+        self._process = process
+        self._out = to_browser
+        self._in = from_browser
+        self._buffer = b""
+        self._next_id = 0
+        self._events: list[dict[str, Any]] = []
+        target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+        width, height = WINDOW
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+
+    def goto(self, url: str) -> None:
+        self._events.clear()
+        self.call("Page.navigate", {"url": url})
+        self._wait_event("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (promises are awaited)."""
+        answer = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
+        if "exceptionDetails" in answer:
+            raise AssertionError(f"{expression!r} threw: {answer['exceptionDetails']}")
+        return answer["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = BROWSER_TIMEOUT_SECONDS) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            assert time.monotonic() < deadline, f"the page never satisfied {expression!r}"
+            time.sleep(0.05)
+
+    def wait_drawn(self) -> None:
+        self.wait_for(ALL_DRAWN)
+
+    def select(self, selector: str, value: str) -> None:
+        """Choose an option as a person would: set it and fire the change event."""
+        self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            f" e.value = {json.dumps(value)};"
+            " e.dispatchEvent(new Event('change', { bubbles: true })); })()"
+        )
+
+    def choose_filter(self, selector: str, value: str) -> None:
+        """Change a filter and wait until every panel is drawn again."""
+        self.select(selector, value)
+        self.wait_drawn()
+
+    def click(self, selector: str) -> None:
+        self.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
+
+    def fill(self, selector: str, value: str) -> None:
+        self.evaluate(f"document.querySelector({json.dumps(selector)}).value = {json.dumps(value)}")
+
+    def screenshot(self, path: Path) -> None:
+        """The whole page, as tall as its content, as a PNG."""
+        width, _ = WINDOW
+        height = int(self.evaluate("document.documentElement.scrollHeight"))
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        shot = self.call("Page.captureScreenshot", {"format": "png"})
+        path.write_bytes(base64.b64decode(shot["data"]))
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False},
+        )
+
+    def call(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._call(method, params, self._session)
+
+    def close(self) -> None:
+        with suppress(OSError):  # it may be gone already
+            self._send("Browser.close", {}, None)
+
+    def _call(
+        self, method: str, params: Mapping[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        message_id = self._send(method, params or {}, session)
+        while True:
+            message = self._receive()
+            if message.get("id") == message_id:
+                assert "error" not in message, f"{method}: {message['error']}"
+                result: dict[str, Any] = message["result"]
+                return result
+            if "method" in message:
+                self._events.append(message)
+
+    def _wait_event(self, method: str) -> None:
+        while not any(event["method"] == method for event in self._events):
+            self._events.append(self._receive())
+
+    def _send(self, method: str, params: Mapping[str, Any], session: str | None) -> int:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session is not None:
+            message["sessionId"] = session
+        os.write(self._out, json.dumps(message).encode() + b"\0")
+        return self._next_id
+
+    def _receive(self) -> dict[str, Any]:
+        deadline = time.monotonic() + BROWSER_TIMEOUT_SECONDS
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            assert left > 0, "chromium stopped answering"
+            ready, _, _ = select.select([self._in], [], [], left)
+            if ready:
+                chunk = os.read(self._in, 1 << 20)
+                assert chunk, f"chromium exited {self._process.poll()}"
+                self._buffer += chunk
+        message, _, self._buffer = self._buffer.partition(b"\0")
+        parsed: dict[str, Any] = json.loads(message)
+        return parsed
+
+
+@dataclass
 class Browser:
-    """Headless Chromium driven from its command line: a fresh profile per page load, and a
-    NetLog of every request so a test can see where the page went."""
+    """Headless Chromium: a fresh profile per page, and a NetLog of every request so a test
+    can see where the page went."""
 
     binary: str
     root: Path
+    requests: list[str] = field(default_factory=list)  # of the last page, once it closed
 
-    def dump_dom(self, url: str) -> tuple[str, list[str]]:
-        """The DOM after the page's scripts ran, and the URLs the page itself requested."""
-        run_dir = self._run_dir("dom")
-        out = self._run(run_dir, ["--dump-dom", url])
-        return out, page_requests(run_dir / "netlog.json")
-
-    def screenshot(self, url: str, path: Path) -> None:
-        self._run(self._run_dir("shot"), [f"--screenshot={path}", url])
-
-    def _run_dir(self, prefix: str) -> Path:
-        index = sum(1 for _ in self.root.glob(f"{prefix}-*"))
-        run_dir = self.root / f"{prefix}-{index}"
+    @contextmanager
+    def page(self) -> Iterator[Page]:
+        run_dir = self.root / f"page-{sum(1 for _ in self.root.glob('page-*'))}"
         run_dir.mkdir(parents=True)
-        return run_dir
+        to_read, to_browser = os.pipe()  # our commands: chromium reads them on fd 3
+        from_browser, to_write = os.pipe()  # its answers: chromium writes them on fd 4
 
-    def _run(self, run_dir: Path, extra: list[str]) -> str:
+        def wire_pipes() -> None:  # in the child, before exec
+            os.dup2(to_read, 3)
+            os.dup2(to_write, 4)
+
         command = [
             self.binary,
             "--headless",
@@ -85,20 +229,41 @@ class Browser:
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            "--hide-scrollbars",
+            # Chromium's own form-autofill lookups are tagged with the page's origin; they are
+            # the browser's, not the page's, so switch the feature off rather than filter.
+            "--disable-features=AutofillServerCommunication",
+            "--remote-debugging-pipe",
             f"--user-data-dir={run_dir / 'profile'}",
-            "--window-size=1400,1800",
-            "--virtual-time-budget=5000",
             # Chromium itself still phones home (update checks, accounts); keep that off the
             # network. The page's own requests are still logged, wherever they point.
             "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
             f"--log-net-log={run_dir / 'netlog.json'}",
-            *extra,
+            "about:blank",
         ]
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_SECONDS, check=False
-        )
-        assert done.returncode == 0, f"chromium exited {done.returncode}:\n{done.stderr[-3000:]}"
-        return done.stdout
+        with (run_dir / "chromium.log").open("wb") as log:
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(3, 4),
+                preexec_fn=wire_pipes,  # dups the pipes onto fds 3 and 4
+            )
+        os.close(to_read)
+        os.close(to_write)
+        page = Page(process, to_browser, from_browser)
+        try:
+            yield page
+        finally:
+            page.close()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+            os.close(to_browser)
+            os.close(from_browser)
+            self.requests = page_requests(run_dir / "netlog.json")
 
 
 def page_requests(netlog: Path) -> list[str]:
@@ -139,59 +304,32 @@ def browser(chromium: str, tmp_path: Path) -> Browser:
     return Browser(chromium, tmp_path / "chromium")
 
 
-# --- reading the DOM --------------------------------------------------------------------------
+# --- reading the page -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Panel:
-    attributes: str  # the opening tag's attributes, as serialized
-    content: str
-
-    @property
-    def state(self) -> str:
-        for state in ("rendered", "empty", "error"):
-            if f'data-{state}="true"' in self.attributes:
-                return state
-        return "loading"
-
-    def points(self) -> dict[str, tuple[float, float]]:
-        """(cx, cy) of each circle drawn for an estimate, by estimate id."""
-        found = {}
-        for tag in re.findall(r"<circle\b[^>]*>", self.content):
-            attributes = dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
-            if "data-estimate-id" in attributes:
-                point = (float(attributes["cx"]), float(attributes["cy"]))
-                found[attributes["data-estimate-id"]] = point
-        return found
-
-    def line(self, css_class: str) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1) of the one straight <path> or <line> with this class."""
-        path = re.search(rf'<path\b[^>]*\bclass="{css_class}"[^>]*\bd="M([^"]+)"', self.content)
-        if path is not None:
-            x0, y0, x1, y1 = (float(v) for v in path.group(1).replace("L", " ").split())
-            return x0, y0, x1, y1
-        tag = re.search(rf'<line\b[^>]*\bclass="{css_class}"[^>]*>', self.content)
-        assert tag is not None, f"no .{css_class} in the panel"
-        attributes = {k: float(v) for k, v in re.findall(r'(x1|y1|x2|y2)="([^"]*)"', tag.group(0))}
-        return attributes["x1"], attributes["y1"], attributes["x2"], attributes["y2"]
-
-    def count(self, tag: str, css_class: str | None = None) -> int:
-        pattern = rf"<{tag}\b" + ("" if css_class is None else rf'[^>]*\bclass="{css_class}"')
-        return len(re.findall(pattern, self.content))
+def state_of(page: Page, panel_id: str) -> str:
+    found = page.evaluate(
+        f"(() => {{ const e = document.getElementById({json.dumps(panel_id)});"
+        " if (!e) return 'missing'; for (const s of ['rendered', 'empty', 'error'])"
+        " if (e.dataset[s]) return s; return 'loading'; })()"
+    )
+    return str(found)
 
 
-def panel(dom: str, panel_id: str) -> Panel:
-    """One dashboard panel: each sits alone at the end of its own <section>."""
-    match = re.search(rf'<div\b([^>]*\bid="{panel_id}"[^>]*)>(.*?)</section>', dom, re.S)
-    assert match is not None, f"#{panel_id} is missing from the page"
-    return Panel(match.group(1), match.group(2))
+def all_of(page: Page, selector: str, expression: str) -> list[Any]:
+    """`expression` (over `e`) for each element matching `selector`, in document order."""
+    found = page.evaluate(
+        f"[...document.querySelectorAll({json.dumps(selector)})].map((e) => {expression})"
+    )
+    return list(found)
 
 
-def passes_panel(dom: str) -> Panel:
-    """The header's list of reconcile passes, the last thing in the <header>."""
-    match = re.search(r'<div\b([^>]*\bid="passes"[^>]*)>(.*?)</header>', dom, re.S)
-    assert match is not None, "#passes is missing from the page"
-    return Panel(match.group(1), match.group(2))
+def text_of(page: Page, selector: str) -> str:
+    return str(page.evaluate(f"document.querySelector({json.dumps(selector)}).textContent"))
+
+
+def query_of(page: Page) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(str(page.evaluate("window.location.href"))).query)
 
 
 def assert_only_local_requests(requests: list[str]) -> None:
@@ -200,10 +338,15 @@ def assert_only_local_requests(requests: list[str]) -> None:
     assert outside == [], f"the page reached beyond the server: {outside}"
 
 
-def show_screenshot(capsys: pytest.CaptureFixture[str], path: Path) -> None:
+def keep_screenshot(capsys: pytest.CaptureFixture[str], path: Path) -> None:
+    """Check the PNG and say where it is; also copy it to RECKON_SCREENSHOT_DIR if set."""
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+    shown = path
+    if target := os.environ.get("RECKON_SCREENSHOT_DIR"):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shown = Path(shutil.copy(path, Path(target) / path.name))
     with capsys.disabled():
-        print(f"\ndashboard screenshot: {path}")
+        print(f"\ndashboard screenshot: {shown}")
 
 
 # --- the real loop ------------------------------------------------------------------------------
@@ -212,6 +355,7 @@ def show_screenshot(capsys: pytest.CaptureFixture[str], path: Path) -> None:
 @dataclass(frozen=True)
 class Seeded:
     ratios: dict[str, float]  # estimate id -> observed / predicted wall time
+    runs: dict[str, str]  # estimate id -> its MLflow run id
     running_run: str
 
 
@@ -226,13 +370,13 @@ def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
         (an_estimate(gpu="h100-sxm", gpus=512), 1.05, 3),
         (an_estimate(gpus=1536, overhead=0.15), 1.30, 1),
     ]
-    ratios = {}
+    ratios, runs = {}, {}
     for result, ratio, days_ago in cases:
         saved = estimates.save(uow, result, now=now - timedelta(days=days_ago + 20))
         observed = timedelta(seconds=result.wall_seconds * ratio)
         end = now - timedelta(days=days_ago)
         throughput = result.request.model.tokens / (result.compute_seconds * ratio)
-        make_training_run(
+        runs[saved.id] = make_training_run(
             client, experiment, start=end - observed, end=end,
             metrics={METRIC: throughput}, tags={ESTIMATE_TAG: saved.id},
         )  # fmt: skip
@@ -241,7 +385,7 @@ def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
         uow, build_catalog(), predicted_seconds=84 * 3600.0, gpu="a100-80gb", gpus=8,
         precision="bf16", now=now - timedelta(days=30),
     )  # fmt: skip
-    make_training_run(
+    runs[external.id] = make_training_run(
         client, experiment, start=now - timedelta(days=12, hours=80),
         end=now - timedelta(days=12), tags={ESTIMATE_TAG: external.id},
     )  # fmt: skip
@@ -252,7 +396,7 @@ def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
         client, experiment, start=now - timedelta(days=1), end=None, status="RUNNING",
         metrics={METRIC: live.tokens_per_second * 0.9}, tags={ESTIMATE_TAG: live_id},
     )  # fmt: skip
-    return Seeded(ratios, running_run)
+    return Seeded(ratios, runs, running_run)
 
 
 def reckon_env(database_url: str, server: MlflowServer, experiment: str) -> dict[str, str]:
@@ -327,62 +471,215 @@ def test_dashboard_draws_reconciled_estimates_from_a_running_server(
     )  # fmt: skip
     assert reconciled.returncode == 0, reconciled.stderr
     assert json.loads(reconciled.stdout)["reconciled"] == len(seeded.ratios)
-    screenshot = tmp_path / "dashboard.png"
+    screenshot = tmp_path / "dashboard-live.png"
 
     with reckon_serve(env, tmp_path) as base:
         with urllib.request.urlopen(f"{base}/", timeout=10) as response:
             served = response.read().decode()
-        dom, requests = browser.dump_dom(f"{base}/")
-        browser.screenshot(f"{base}/", screenshot)
+        with browser.page() as page:
+            page.goto(f"{base}/")
+            page.wait_drawn()
+            states = {panel_id: state_of(page, panel_id) for panel_id in PANELS}
+            scatter = points_of(page, "#chart-scatter")
+            identity = page.evaluate(
+                "document.querySelector('#chart-scatter .identity').getAttribute('d')"
+            )
+            error = error_points(page)
+            links = all_of(page, "#table-history a.run-link", "e.getAttribute('href')")
+            running = text_of(page, "#table-running")
+            raw_n = page.evaluate("document.getElementById('headline-median_ape').dataset.rawN")
+            passes = text_of(page, "#passes")
+            page.screenshot(screenshot)
+        requests = browser.requests
+        with browser.page() as mlflow_ui:  # MLflow's own UI finds the run's experiment
+            mlflow_ui.goto(links[0])
+            opened = mlflow_ui.wait_for(
+                "location.hash.includes('/experiments/') && location.hash", timeout=60
+            )
 
     assert re.findall(r"https?://|\b(?:src|href)=\"//", served) == []
     assert_only_local_requests(requests)
-    scatter, error = panel(dom, "chart-scatter"), panel(dom, "chart-error")
-    assert (scatter.state, error.state) == ("rendered", "rendered")
-    assert scatter.points().keys() == error.points().keys() == seeded.ratios.keys()
-    x0, y0, x1, y1 = scatter.line("identity")
-    for estimate_id, (cx, cy) in scatter.points().items():  # SVG y grows downwards
+    assert states["headline"] == "rendered" and raw_n == str(len(seeded.ratios))
+    assert states["chart-error"] == states["chart-scatter"] == "rendered"
+    assert scatter.keys() == error.keys() == seeded.ratios.keys()
+    x0, y0, x1, y1 = (float(v) for v in identity.lstrip("M").replace("L", " ").split())
+    for estimate_id, (cx, cy) in scatter.items():  # SVG y grows downwards
         above_identity = cy < y0 + (cx - x0) * (y1 - y0) / (x1 - x0)
         assert above_identity == (seeded.ratios[estimate_id] > 1), estimate_id
-    zero = error.line("zero")[1]
-    for estimate_id, (_cx, cy) in error.points().items():  # positive: predicted too long
+    for estimate_id, (cy, zero) in error.items():  # positive: predicted too long
         assert (cy < zero) == (seeded.ratios[estimate_id] < 1), estimate_id
-    assert error.count("path", "trend") == 1
-    running = panel(dom, "table-running")
-    assert running.state == "rendered" and seeded.running_run in running.content
-    for optional in ("chart-factors", "chart-coverage"):  # endpoints may not exist yet
-        assert panel(dom, optional).state in ("rendered", "empty"), optional
-    assert passes_panel(dom).state == "rendered" and "succeeded" in dom
-    show_screenshot(capsys, screenshot)
+    assert sorted(links) == sorted(
+        f"{mlflow_server.uri}/#/runs/{run_id}" for run_id in seeded.runs.values()
+    )
+    assert opened.endswith(f"/experiments/{experiment_id}/runs/{links[0].rsplit('/', 1)[1]}")
+    assert states["table-running"] == "rendered" and seeded.running_run in running
+    for optional in ("chart-factors", "chart-coverage"):  # no refit has run: maybe empty
+        assert states[optional] in ("rendered", "empty"), optional
+    assert "succeeded" in passes
+    keep_screenshot(capsys, screenshot)
+
+
+def points_of(page: Page, panel: str) -> dict[str, tuple[float, float]]:
+    """(cx, cy) of each circle drawn for an estimate, by estimate id."""
+    found = all_of(
+        page,
+        f"{panel} circle[data-estimate-id]",
+        "[e.dataset.estimateId, +e.getAttribute('cx'), +e.getAttribute('cy')]",
+    )
+    return {estimate_id: (cx, cy) for estimate_id, cx, cy in found}
+
+
+def error_points(page: Page) -> dict[str, tuple[float, float]]:
+    """(cy, y of its panel's zero line) of each run in the error-over-time panels."""
+    found = all_of(
+        page,
+        "#chart-error circle[data-estimate-id]",
+        "[e.dataset.estimateId, +e.getAttribute('cy'),"
+        " +e.closest('svg').querySelector('.zero').getAttribute('y1')]",
+    )
+    return {estimate_id: (cy, zero) for estimate_id, cy, zero in found}
 
 
 # --- every panel, from the documented shapes -------------------------------------------------
 
-CANNED: dict[str, Any] = {
-    "/v1/history": {
-        "history": [
-            {
-                "estimate_id": f"e{index}",
-                "run_ids": [f"r{index}"],
-                "gpu": gpu,
-                "precision": "bf16",
-                "predicted_seconds": predicted,
-                "observed_seconds": observed,
-                "error_pct": 100.0 * (predicted / observed - 1.0),
-                "started_at": "2026-10-01T00:00:00+00:00",
-                "ended_at": f"2026-10-{10 + 3 * index:02d}T06:00:00+00:00",
-                "line": f"predicted {predicted:.0f} s, observed {observed:.0f} s",
-            }
-            for index, (gpu, predicted, observed) in enumerate(
-                [
-                    ("a100-80gb", 302400.0, 288000.0),
-                    ("a100-80gb", 86400.0, 101000.0),
-                    ("h100-sxm", 4 * 86400.0, 3.1 * 86400.0),
-                    ("h100-sxm", 12 * 3600.0, 13 * 3600.0),
-                ]
+NOW = datetime.now(UTC).replace(microsecond=0)
+SEGMENTS = {  # segment -> (raw signed error %, calibrated signed error %) around which runs sit
+    "a100-80gb/bf16": (8.0, 1.5),
+    "h100-sxm/bf16": (-15.0, -3.0),
+    "h100-sxm/fp8": (25.0, 4.0),
+    "mi300x/bf16": (-5.0, -9.0),  # calibration made this one worse
+}
+SPREAD = (-6.0, 3.0, -1.0, 5.0, 0.0, -3.5)  # added to a segment's error, run by run
+
+
+def _runs() -> list[dict[str, Any]]:
+    rows = []
+    for s_index, (segment, (raw, _calibrated)) in enumerate(SEGMENTS.items()):
+        gpu, precision = segment.split("/")
+        for r_index, spread in enumerate(SPREAD):
+            error = raw + spread
+            observed = (6 + 5 * s_index + r_index) * 3600.0 * 6
+            predicted = observed * (1 + error / 100)
+            ended = NOW - timedelta(days=2 + 11 * r_index + 2 * s_index, hours=3)
+            rows.append(
+                {
+                    "estimate_id": f"e{s_index}{r_index}",
+                    "run_ids": [f"run{s_index}{r_index}"],
+                    "gpu": gpu,
+                    "precision": precision,
+                    "predicted_seconds": predicted,
+                    "observed_seconds": observed,
+                    "error_pct": 100.0 * (predicted / observed - 1.0),
+                    "started_at": (ended - timedelta(seconds=observed)).isoformat(),
+                    "ended_at": ended.isoformat(),
+                    "line": f"predicted {predicted:.0f} s, observed {observed:.0f} s",
+                }
             )
-        ]
-    },
+    return rows
+
+
+RUNS = _runs()
+
+
+def _scores(n: int, raw: float, calibrated: float, raw_coverage: float | None) -> dict[str, Any]:
+    return {
+        "raw": {
+            "n": n,
+            "median_ape": abs(raw) + 2.0,
+            "mape": abs(raw) + 3.0,
+            "bias": raw,
+            "coverage": raw_coverage,
+        },
+        "calibrated": {
+            "n": n - 1,
+            "median_ape": abs(calibrated) + 2.0,
+            "mape": abs(calibrated) + 3.0,
+            "bias": calibrated,
+            "coverage": 0.55 if calibrated == SEGMENTS["mi300x/bf16"][1] else 0.8,
+        },
+    }
+
+
+def _by_segment() -> dict[str, Any]:
+    groups = [
+        {"group": segment, **_scores(len(SPREAD), raw, calibrated, 0.5 if raw > 0 else None)}
+        for segment, (raw, calibrated) in SEGMENTS.items()
+    ]
+    return {"by": "segment", "overall": _scores(len(RUNS), 12.0, 3.0, 0.45), "groups": groups}
+
+
+def _by_gpu() -> dict[str, Any]:
+    return {
+        "by": "gpu_type",
+        "overall": _scores(len(RUNS), 12.0, 3.0, 0.45),
+        "groups": [
+            {"group": "a100-80gb", **_scores(6, 8.0, 1.5, 0.5)},
+            {"group": "h100-sxm", **_scores(12, 5.0, 0.5, 0.4)},
+            {"group": "mi300x", **_scores(6, -5.0, -9.0, None)},
+        ],
+    }
+
+
+def _by_segment_week() -> dict[str, Any]:
+    weeks: dict[str, list[dict[str, Any]]] = {}
+    for row in RUNS:
+        ended = datetime.fromisoformat(row["ended_at"])
+        weeks.setdefault(f"{row['gpu']}/{row['precision']} {ended:%G-W%V}", []).append(row)
+    groups = []
+    for name, rows in sorted(weeks.items()):
+        raw = sum(r["error_pct"] for r in rows) / len(rows)
+        calibrated = SEGMENTS[name.split(" ")[0]][1]
+        groups.append({"group": name, **_scores(len(rows) + 1, raw, calibrated, None)})
+    return {"by": "segment_week", "overall": _scores(len(RUNS), 12.0, 3.0, 0.45), "groups": groups}
+
+
+FACTOR_KEYS = (  # more keys than the page's ten hand-picked colours: none may repeat
+    "*",
+    "a100-80gb",
+    "a100-80gb/bf16",
+    "b200/fp8",
+    "gb200/fp4",
+    "h100-sxm",
+    "h100-sxm/bf16",
+    "h100-sxm/fp8",
+    "h200/bf16",
+    "mi300x/bf16",
+    "mi325x/bf16",
+    "tpu-v5p/bf16",
+)
+
+
+def _factor_history() -> dict[str, Any]:
+    versions = []
+    for version in (1, 2, 3, 4):
+        segments = []
+        for k_index, key in enumerate(FACTOR_KEYS):
+            u = 0.30 + 0.03 * k_index + 0.01 * version
+            f = 0.22 - 0.01 * k_index - 0.015 * version
+            segments.append(
+                {
+                    "segment": key,
+                    "level": "all" if key == "*" else "segment" if "/" in key else "gpu",
+                    "n": 4 * version + k_index,
+                    "utilization": u,
+                    "utilization_p10": u - 0.06 / version,
+                    "utilization_p90": u + 0.06 / version,
+                    "overhead": f,
+                    "overhead_p10": f - 0.03,
+                    "overhead_p90": f + 0.04,
+                }
+            )
+        created = NOW - timedelta(days=7 * (5 - version))
+        versions.append(
+            {"version": version, "created_at": created.isoformat(), "active": version == 3,
+             "segments": segments}
+        )  # fmt: skip
+    return {"versions": versions}
+
+
+MLFLOW_UI = "https://mlflow.example.test"
+CANNED: dict[str, Any] = {
+    "/v1/history": {"history": RUNS},
     "/v1/jobs": {
         "schedule": "0 2 * * *",
         "timezone": "UTC",
@@ -390,7 +687,7 @@ CANNED: dict[str, Any] = {
             {
                 "pass_id": 2,
                 "status": "succeeded",
-                "started_at": "2026-10-22T02:00:00+00:00",
+                "started_at": NOW.isoformat(),
                 "runs_seen": 4,
                 "reconciled": 1,
                 "skipped": 0,
@@ -398,7 +695,7 @@ CANNED: dict[str, Any] = {
             {
                 "pass_id": 1,
                 "status": "failed",
-                "started_at": "2026-10-21T02:00:00+00:00",
+                "started_at": (NOW - timedelta(days=1)).isoformat(),
                 "runs_seen": 0,
                 "reconciled": 0,
                 "skipped": 0,
@@ -406,82 +703,100 @@ CANNED: dict[str, Any] = {
             },
         ],
     },
-    "/v1/factors/history": {
-        "versions": [
+    "/v1/running": {
+        "running": [
             {
-                "version": version,
-                "created_at": f"2026-10-{10 + version:02d}T02:00:00+00:00",
-                "active": version == 3,
-                "segments": [
-                    {
-                        "segment": segment,
-                        "level": "segment",
-                        "n": 3 * version,
-                        "utilization": u,
-                        "utilization_p10": u - 0.05,
-                        "utilization_p90": u + 0.05,
-                        "overhead": f,
-                        "overhead_p10": f - 0.03,
-                        "overhead_p90": f + 0.04,
-                    }
-                    for segment, u, f in (
-                        ("a100-80gb/bf16", 0.38 + 0.01 * version, 0.14),
-                        ("h100-sxm/bf16", 0.33 + 0.02 * version, 0.2 - 0.01 * version),
-                    )
-                ],
-            }
-            for version in (1, 2, 3)
+                "run_id": "live1",
+                "estimate_id": "e9",
+                "started_at": NOW.isoformat(),
+                "elapsed_seconds": 86400.0,
+                "predicted_seconds": 5 * 86400.0,
+                "projected_seconds": 5.5 * 86400.0,
+                "slip_pct": 10.0,
+                "projected_finish": (NOW + timedelta(days=4.5)).isoformat(),
+                "line": "",
+            },
         ]
     },
-    "/v1/accuracy": {
-        "by": "gpu_type",
-        "overall": {
-            "raw": {"n": 4, "median_ape": 9.1, "mape": 12.0, "bias": 3.2, "coverage": 0.5},
-            "calibrated": {"n": 4, "median_ape": 5.0, "mape": 6.1, "bias": 1.0, "coverage": 0.75},
+    "/v1/factors/history": _factor_history(),
+    "/v1/accuracy?by=segment": _by_segment(),
+    "/v1/accuracy?by=gpu_type": _by_gpu(),
+    "/v1/accuracy?by=segment_week": _by_segment_week(),
+    "/v1/mlflow": {"ui_url": MLFLOW_UI, "run_url": MLFLOW_UI + "/#/runs/{run_id}"},
+    "/v1/estimate": {
+        "gpu": "h100-sxm",
+        "gpus": 512,
+        "precision": "bf16",
+        "wall_seconds": 9.5 * 86400,
+        "wall_seconds_p10": 8.0 * 86400,
+        "wall_seconds_p90": 12.25 * 86400,
+        "gpu_hours": 116736.0,
+        "mfu": 0.41,
+        "factor_source": "segment",
+        "factor_set": 3,
+    },
+    "/v1/plan": {
+        "gpus": 392,
+        "deadline_seconds": 30 * 86400.0,
+        "deadline_human": "30 d",
+        "multiple_of": 8,
+        "estimate": {
+            "gpu": "h100-sxm",
+            "gpus": 392,
+            "precision": "bf16",
+            "wall_seconds": 29.1 * 86400,
+            "gpu_hours": 273772.8,
+            "mfu": 0.38,
         },
-        "groups": [
-            {
-                "group": "a100-80gb",
-                "raw": {"n": 2, "median_ape": 10.0, "mape": 10.0, "bias": -4.0, "coverage": 0.5},
-                "calibrated": {
-                    "n": 2,
-                    "median_ape": 4.0,
-                    "mape": 4.0,
-                    "bias": 1.0,
-                    "coverage": 1.0,
-                },
-            },
-            {
-                "group": "h100-sxm",
-                "raw": {"n": 2, "median_ape": 14.0, "mape": 14.0, "bias": 9.0, "coverage": None},
-                "calibrated": {
-                    "n": 2,
-                    "median_ape": 6.0,
-                    "mape": 6.0,
-                    "bias": 2.0,
-                    "coverage": 0.5,
-                },
-            },
-        ],
     },
 }
 
 
-Routes = Mapping[str, tuple[int, object]]  # path -> (status, JSON body)
+@dataclass
+class Stub:
+    """A stand-in API: the real dashboard page at `/`, canned JSON elsewhere (by path, or by
+    path and `by`), 404 for anything not listed. /v1/history honours `since`, as the real
+    one does. Every query the page sent is kept, in order."""
+
+    base: str
+    queries: list[tuple[str, dict[str, list[str]]]]
+
+    def sent(self, path: str) -> list[dict[str, list[str]]]:
+        return [query for sent_path, query in self.queries if sent_path == path]
+
+
+Routes = Mapping[str, tuple[int, object]]  # path (or path?by=x) -> (status, JSON body)
+
+
+def canned_routes() -> dict[str, tuple[int, object]]:
+    return {path: (200, body) for path, body in CANNED.items()}
 
 
 @contextmanager
-def api_stub(routes: Routes) -> Iterator[str]:
-    """A stand-in API on a free port: the real dashboard page at `/`, canned JSON elsewhere,
-    404 for anything not listed (as an endpoint that does not exist yet)."""
+def api_stub(routes: Routes) -> Iterator[Stub]:
+    queries: list[tuple[str, dict[str, list[str]]]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = urlsplit(self.path).path
-            if path == "/":
+            parts = urlsplit(self.path)
+            query = parse_qs(parts.query)
+            queries.append((parts.path, query))
+            if parts.path == "/":
                 self._send(200, "text/html; charset=utf-8", dashboard.page().encode())
                 return
-            status, body = routes.get(path, (404, {"detail": "Not Found"}))
+            by = query.get("by", [""])[0]
+            status, body = routes.get(
+                f"{parts.path}?by={by}", routes.get(parts.path, (404, {"detail": "Not Found"}))
+            )
+            if parts.path == "/v1/history" and "since" in query and isinstance(body, dict):
+                since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
+                body = {
+                    "history": [
+                        row
+                        for row in body["history"]
+                        if datetime.fromisoformat(row["ended_at"]) >= since
+                    ]
+                }
             self._send(status, "application/json", json.dumps(body).encode())
 
         def _send(self, status: int, content_type: str, body: bytes) -> None:
@@ -498,45 +813,224 @@ def api_stub(routes: Routes) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield Stub(f"http://127.0.0.1:{server.server_address[1]}", queries)
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
 
 
-def test_dashboard_draws_every_panel_from_the_documented_shapes(
+def segments_drawn(page: Page, panel: str) -> list[str]:
+    return all_of(page, f"{panel} .multiple", "e.dataset.segment")
+
+
+def test_every_panel_is_drawn_from_the_data(
     browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    screenshot = tmp_path / "dashboard-canned.png"
+    screenshot = tmp_path / "dashboard-all.png"
 
-    routes: dict[str, tuple[int, object]] = {path: (200, body) for path, body in CANNED.items()}
-    routes["/v1/running"] = (503, {"detail": "MLflow is unreachable"})  # as when it is down
+    with api_stub(canned_routes()) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        states = {panel_id: state_of(page, panel_id) for panel_id in PANELS}
+        headline = all_of(
+            page, "#headline .card", "[e.id, +e.dataset.raw, +e.dataset.calibrated,"
+            " +e.dataset.rawN, +e.dataset.calibratedN, e.dataset.worse]",
+        )  # fmt: skip
+        error_panels = segments_drawn(page, "#chart-error")
+        error_colors = all_of(page, "#chart-error .multiple h3", "e.style.color")
+        runs_per_panel = all_of(
+            page, "#chart-error .multiple", "e.querySelectorAll('circle[data-estimate-id]').length"
+        )
+        calibrated_per_panel = all_of(
+            page, "#chart-error .multiple", "e.querySelectorAll('.calibrated-point').length"
+        )
+        calibrated_lines = all_of(page, "#chart-error .calibrated-series", "e.getAttribute('d')")
+        scatter = points_of(page, "#chart-scatter")
+        bars = all_of(
+            page, "#chart-coverage [data-kind]",
+            "[e.dataset.group || e.textContent, e.dataset.kind, e.dataset.n,"
+            " e.dataset.coverage ?? null]",
+        )  # fmt: skip
+        bar_labels = all_of(page, "#chart-coverage .bar-label", "e.textContent")
+        nominal = page.evaluate(
+            "+document.querySelector('#chart-coverage .nominal').getAttribute('x1')"
+        )
+        frame = page.evaluate(
+            "[...document.querySelector('#chart-coverage .frame').attributes]"
+            ".reduce((o, a) => (o[a.name] = a.value, o), {})"
+        )
+        factor_panels = segments_drawn(page, "#chart-factors")
+        factor_lines = all_of(
+            page, "#chart-factors .multiple",
+            "[e.querySelectorAll('path.utilization').length,"
+            " e.querySelectorAll('path.overhead').length, e.querySelectorAll('.band').length]",
+        )  # fmt: skip
+        factor_colors = all_of(page, "#chart-factors .multiple h3", "e.style.color")
+        links = all_of(page, "#table-history a.run-link", "e.getAttribute('href')")
+        history_rows = all_of(page, "#table-history tr[data-estimate-id]", "e.dataset.estimateId")
+        running_link = all_of(page, "#table-running a.run-link", "e.getAttribute('href')")
+        page.screenshot(screenshot)
 
-    with api_stub(routes) as base:
-        dom, requests = browser.dump_dom(f"{base}/")
-        browser.screenshot(f"{base}/", screenshot)
+    assert_only_local_requests(browser.requests)
+    # each accuracy call runs a backtest: per-GPU scores wait for a GPU filter
+    assert [query["by"] for query in stub.sent("/v1/accuracy")] == [["segment"], ["segment_week"]]
+    assert states == dict.fromkeys(PANELS, "rendered")
+    overall = CANNED["/v1/accuracy?by=segment"]["overall"]
+    assert headline == [
+        ["headline-median_ape", 14.0, 5.0, len(RUNS), len(RUNS) - 1, "false"],
+        ["headline-coverage", 0.45, 0.8, len(RUNS), len(RUNS) - 1, "false"],
+        ["headline-bias", overall["raw"]["bias"], 3.0, len(RUNS), len(RUNS) - 1, "false"],
+    ]
+    assert error_panels == sorted(SEGMENTS)  # one panel per segment
+    assert runs_per_panel == [len(SPREAD)] * len(SEGMENTS)
+    weeks = CANNED["/v1/accuracy?by=segment_week"]["groups"]
+    assert calibrated_per_panel == [
+        sum(1 for g in weeks if g["group"].startswith(segment + " "))
+        for segment in sorted(SEGMENTS)
+    ]
+    assert len(calibrated_lines) == len(SEGMENTS)
+    assert len(set(error_colors)) == len(SEGMENTS)  # a colour per segment, none repeated
+    assert scatter.keys() == {row["estimate_id"] for row in RUNS}
+    by_segment = {g["group"]: g for g in CANNED["/v1/accuracy?by=segment"]["groups"]}
+    for group, kind, n, coverage in bars:  # n on every bar, the value from the data
+        if group in by_segment:
+            assert int(n) == by_segment[group][kind]["n"]
+            assert coverage is None or float(coverage) == by_segment[group][kind]["coverage"]
+    assert len(bar_labels) == 2 * (len(SEGMENTS) + 1)
+    assert all("n = " in label for label in bar_labels)
+    left, width = float(frame["x"]), float(frame["width"])
+    assert nominal == pytest.approx(left + 0.8 * width, abs=0.2)
+    assert factor_panels == [*sorted(FACTOR_KEYS[1:]), "*"]  # the pooled key last
+    assert factor_lines == [[1, 1, 2]] * len(FACTOR_KEYS)
+    assert len(set(factor_colors)) == len(FACTOR_KEYS)
+    newest = sorted(RUNS, key=lambda row: row["ended_at"], reverse=True)[:15]
+    assert history_rows == [row["estimate_id"] for row in newest]
+    assert links == [f"{MLFLOW_UI}/#/runs/{row['run_ids'][0]}" for row in newest]
+    assert running_link == [f"{MLFLOW_UI}/#/runs/live1"]
+    keep_screenshot(capsys, screenshot)
 
-    assert_only_local_requests(requests)
-    states = {panel_id: panel(dom, panel_id).state for panel_id in PANELS}
-    assert states == {
-        "chart-scatter": "rendered",
-        "chart-error": "rendered",
-        "chart-factors": "rendered",
-        "chart-coverage": "rendered",
-        "table-running": "error",
-    }
-    factors = panel(dom, "chart-factors")
-    assert factors.count("path", "series") == 4 and factors.count("path", "band") == 4
-    assert "a100-80gb/bf16" in factors.content and "h100-sxm/bf16" in factors.content
-    coverage = panel(dom, "chart-coverage")
-    assert sorted(re.findall(r'data-coverage="([^"]+)"', coverage.content)) == sorted(
-        ["0.5", "0.75", "0.5", "1", "0.5"]
+
+def test_filters_in_the_url_narrow_every_panel(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    screenshot = tmp_path / "dashboard-h100-30d.png"
+
+    with api_stub(canned_routes()) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/?gpu=h100-sxm&since=30d")
+        page.wait_drawn()
+        chosen = all_of(page, "#filters select", "[e.name, e.value]")
+        error_panels = segments_drawn(page, "#chart-error")
+        error_runs = sorted(points_of(page, "#chart-error"))
+        scatter = sorted(points_of(page, "#chart-scatter"))
+        coverage_groups = all_of(page, "#chart-coverage rect[data-group]", "e.dataset.group")
+        factor_panels = segments_drawn(page, "#chart-factors")
+        history_rows = all_of(page, "#table-history tr[data-estimate-id]", "e.dataset.estimateId")
+        headline_n = page.evaluate("document.getElementById('headline-median_ape').dataset.rawN")
+        form_gpu = page.evaluate("document.querySelector('#ask [name=gpu]').value")
+        page.screenshot(screenshot)
+
+    cutoff = NOW - timedelta(days=30)
+    expected = sorted(
+        row["estimate_id"]
+        for row in RUNS
+        if row["gpu"] == "h100-sxm" and datetime.fromisoformat(row["ended_at"]) >= cutoff
     )
-    assert "n/a" in coverage.content  # h100-sxm raw coverage is null
-    assert "MLflow is unreachable" in panel(dom, "table-running").content
-    assert "MLflow unreachable" in dom and "failed" in passes_panel(dom).content
-    show_screenshot(capsys, screenshot)
+    assert 0 < len(expected) < 12  # the time range cuts some h100 runs
+    assert chosen == [["gpu", "h100-sxm"], ["segment", ""], ["since", "30d"]]
+    assert error_panels == ["h100-sxm/bf16", "h100-sxm/fp8"]
+    assert error_runs == scatter == sorted(history_rows) == expected
+    assert set(coverage_groups) == {"h100-sxm (all)", "h100-sxm/bf16", "h100-sxm/fp8"}
+    assert factor_panels == ["h100-sxm", "h100-sxm/bf16", "h100-sxm/fp8"]
+    assert headline_n == "12"  # the h100-sxm group of accuracy by gpu_type
+    assert form_gpu == "h100-sxm"
+    sent = stub.sent("/v1/history") + stub.sent("/v1/accuracy")
+    for query in sent:  # the time range reaches the API as an ISO time 30 days back
+        since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
+        assert abs(since - cutoff) < timedelta(minutes=5)
+    keep_screenshot(capsys, screenshot)
+
+
+def test_changing_a_filter_redraws_and_goes_into_the_url(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    screenshot = tmp_path / "dashboard-mi300x-worse.png"
+
+    with api_stub(canned_routes()) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        page.choose_filter("#filter-segment", "mi300x/bf16")
+        segment_query = query_of(page)
+        error_panels = segments_drawn(page, "#chart-error")
+        worse = page.evaluate("document.getElementById('headline-median_ape').dataset.worse")
+        verdict = text_of(page, "#headline-median_ape .verdict")
+        page.screenshot(screenshot)
+        page.choose_filter("#filter-gpu", "h100-sxm")  # another GPU: the segment goes
+        gpu_query = query_of(page)
+        gpu_panels = segments_drawn(page, "#chart-error")
+        page.choose_filter("#filter-since", "7d")
+        since_query = query_of(page)
+        week_runs = sorted(points_of(page, "#chart-error"))
+
+    assert segment_query == {"gpu": ["mi300x"], "segment": ["mi300x/bf16"]}
+    assert error_panels == ["mi300x/bf16"]
+    assert worse == "true" and "worse than raw" in verdict
+    assert gpu_query == {"gpu": ["h100-sxm"]}
+    assert since_query == {"gpu": ["h100-sxm"], "since": ["7d"]}
+    assert gpu_panels == ["h100-sxm/bf16", "h100-sxm/fp8"]
+    cutoff = NOW - timedelta(days=7)
+    assert week_runs == sorted(
+        row["estimate_id"]
+        for row in RUNS
+        if row["gpu"] == "h100-sxm" and datetime.fromisoformat(row["ended_at"]) >= cutoff
+    )
+    assert "since" in stub.sent("/v1/history")[-1]
+    keep_screenshot(capsys, screenshot)
+
+
+def test_the_form_asks_the_api_and_shows_p10_p50_p90(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    screenshot, plan_screenshot = tmp_path / "dashboard-ask.png", tmp_path / "dashboard-plan.png"
+
+    with api_stub(canned_routes()) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        page.fill("#ask [name=params]", "70B")
+        page.fill("#ask [name=gpus]", "512")
+        page.click("#ask button[type=submit]")
+        page.wait_for("document.getElementById('ask-result').dataset.rendered")
+        shown = text_of(page, "#ask-result .quantiles")
+        quantiles = page.evaluate(
+            "['p10', 'p50', 'p90'].map((k) => +document.getElementById('ask-result').dataset[k])"
+        )
+        page.screenshot(screenshot)
+        page.click("#ask [name=mode][value=plan]")
+        page.click("#ask [name=calibrated]")  # untick: the plan is asked for raw
+        page.click("#ask button[type=submit]")
+        page.wait_for("document.getElementById('ask-result').dataset.rendered")
+        plan_text = text_of(page, "#ask-result")
+        page.click("#ask [name=calibrated]")
+        page.select("#ask [name=confidence]", "0.9")
+        page.click("#ask button[type=submit]")
+        page.wait_for("document.getElementById('ask-result').dataset.rendered")
+        confident_text = text_of(page, "#ask-result")
+        page.screenshot(plan_screenshot)
+
+    estimate_query = stub.sent("/v1/estimate")[-1]
+    assert estimate_query["params"] == ["70B"] and estimate_query["gpus"] == ["512"]
+    assert estimate_query["calibrated"] == ["true"]
+    assert quantiles == [8.0 * 86400, 9.5 * 86400, 12.25 * 86400]
+    assert "P10" in shown and "8 d" in shown and "9.5 d" in shown and "12.3 d" in shown
+    raw_plan, confident_plan = stub.sent("/v1/plan")[-2:]
+    assert "calibrated" not in raw_plan and "confidence" not in raw_plan  # only when ticked
+    assert "gpus" not in raw_plan and raw_plan["deadline"] == ["30d"]
+    assert confident_plan["calibrated"] == ["true"] and confident_plan["confidence"] == ["0.9"]
+    assert "392 × h100-sxm meet the deadline of 30 d" in plan_text
+    assert 'No P10–P90 range: tick "calibrated"' in plan_text  # the canned plan has none
+    assert "No P10–P90 range in the API's answer" in confident_text
+    keep_screenshot(capsys, screenshot)
+    keep_screenshot(capsys, plan_screenshot)
 
 
 def test_dashboard_says_so_when_nothing_is_there_yet(browser: Browser) -> None:
@@ -544,12 +1038,38 @@ def test_dashboard_says_so_when_nothing_is_there_yet(browser: Browser) -> None:
         "/v1/history": (200, {"history": []}),
         "/v1/running": (200, {"running": []}),
         "/v1/jobs": (200, {"passes": []}),
+        "/v1/accuracy": (200, {"by": None, "overall": {"raw": {"n": 0}}, "groups": []}),
+        "/v1/mlflow": (200, {"ui_url": None, "run_url": None}),
     }
 
-    with api_stub(routes) as base:
-        dom, _requests = browser.dump_dom(f"{base}/")
+    with api_stub(routes) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        states = {panel_id: state_of(page, panel_id) for panel_id in PANELS}
+        factors = text_of(page, "#chart-factors")
+        scatter = text_of(page, "#chart-scatter")
 
-    states = {panel_id: panel(dom, panel_id).state for panel_id in PANELS}
     assert states == dict.fromkeys(PANELS, "empty")
-    assert "No factor sets yet" in panel(dom, "chart-factors").content
-    assert "No reconciled estimates yet" in panel(dom, "chart-scatter").content
+    assert "No factor sets yet" in factors
+    assert "No reconciled estimates yet" in scatter
+
+
+def test_one_failing_endpoint_says_why_and_the_rest_still_draw(browser: Browser) -> None:
+    routes = canned_routes()
+    routes["/v1/running"] = (503, {"detail": "MLflow is unreachable"})
+    routes["/v1/accuracy?by=segment_week"] = (422, {"detail": "cannot group by 'segment_week'"})
+
+    with api_stub(routes) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        states = {panel_id: state_of(page, panel_id) for panel_id in PANELS}
+        running = text_of(page, "#table-running")
+        error = text_of(page, "#chart-error")
+        calibrated = all_of(page, "#chart-error .calibrated-point", "e")
+        passes = text_of(page, "#passes")
+
+    assert states == {**dict.fromkeys(PANELS, "rendered"), "table-running": "error"}
+    assert "MLflow is unreachable" in running
+    assert "calibrated series unavailable: cannot group by 'segment_week'" in error
+    assert calibrated == []
+    assert "MLflow unreachable" in passes and "failed" in passes
