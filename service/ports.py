@@ -11,6 +11,7 @@ from service.calibration import FactorSet, ObservationArrays
 from service.domain import (
     ObservedRun,
     PassRecord,
+    PendingTags,
     Reconciliation,
     SavedEstimate,
     ScanWindow,
@@ -123,6 +124,8 @@ class PassStore(Protocol):
 
     def finish(self, record: PassRecord) -> None: ...
 
+    def abandon_running(self, now: datetime) -> int: ...
+
     def get(self, pass_id: int) -> PassRecord | None: ...
 
     def recent(self, limit: int = 20) -> list[PassRecord]: ...
@@ -165,12 +168,36 @@ class FactorSetStore(Protocol):
         ...
 
 
+class OutboxStore(Protocol):
+    """Tags owed to MLflow runs (the write-back outbox)."""
+
+    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None: ...
+
+    def pending(self, limit: int) -> list[PendingTags]: ...
+
+    def written(self, run_ids: Sequence[str]) -> None: ...
+
+    def failed(self, run_ids: Sequence[str], error: str) -> None: ...
+
+    def count(self) -> int: ...
+
+
 class PassLock(Protocol):
-    """Exclusive across processes: acquire() is non-blocking and says whether it got it."""
+    """Exclusive across processes: acquire() is non-blocking and says whether it got it;
+    confirm() is called inside the pass's final transaction and says whether this holder
+    still has it (renewing it), so a lock lost mid-pass (a dropped connection, an expired
+    claim) never lets two passes commit side by side; release() never raises."""
 
     def acquire(self) -> bool: ...
 
+    def confirm(self) -> bool: ...
+
     def release(self) -> None: ...
+
+    @property
+    def holder(self) -> str | None:
+        """Who holds the lock now, when known (for the 'locked' message)."""
+        ...
 
 
 class UnitOfWork(Protocol):
@@ -202,6 +229,9 @@ class UnitOfWork(Protocol):
 
     @property
     def factor_sets(self) -> FactorSetStore: ...
+
+    @property
+    def outbox(self) -> OutboxStore: ...
 
     def __enter__(self) -> Self: ...
 

@@ -272,6 +272,16 @@ class PassRepository:
             )
         )
 
+    def abandon_running(self, now: datetime) -> int:
+        """Mark every pass still 'running' as 'abandoned' (called by the lock holder: no other
+        pass can be running, so these belong to processes that died); returns how many."""
+        result = self._session.execute(
+            update(ReconcilePassRow)
+            .where(ReconcilePassRow.status == "running")
+            .values(status="abandoned", ended_at=now, error="its process ended mid-pass")
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
     def get(self, pass_id: int) -> PassRecord | None:
         row = self._session.get(ReconcilePassRow, pass_id)
         return None if row is None else _pass(row)
