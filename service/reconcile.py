@@ -135,6 +135,9 @@ def _locked_pass(
         seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress)
         _confirm(lock)
         with uow:
+            if uow.passes.started_after(pass_id):
+                # The lock was lost and taken back, but another pass got in meanwhile.
+                raise ConflictError(_LOST)
             reconciled, skipped = _apply(uow, pass_id, clock.now(), options.batch_size, scan_skips)
             if options.write_back:
                 uow.outbox.queue(_owed_tags(reconciled), pass_id=pass_id, now=clock.now())
@@ -237,9 +240,12 @@ def _judged(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[Observed
             yield admitted
 
 
+_LOST = "the reconcile lock was lost to another pass; nothing committed"
+
+
 def _confirm(lock: PassLock) -> None:
     if not lock.confirm():
-        raise ConflictError("the reconcile lock was lost to another pass; nothing committed")
+        raise ConflictError(_LOST)
 
 
 def _stage(

@@ -282,6 +282,13 @@ class PassRepository:
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
+    def started_after(self, pass_id: int) -> bool:
+        """Whether a later pass has started (it could only while this one lost its lock)."""
+        later = self._session.scalar(
+            select(ReconcilePassRow.id).where(ReconcilePassRow.id > pass_id).limit(1)
+        )
+        return later is not None
+
     def get(self, pass_id: int) -> PassRecord | None:
         row = self._session.get(ReconcilePassRow, pass_id)
         return None if row is None else _pass(row)

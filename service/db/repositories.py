@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import Table, inspect, select
 from sqlalchemy.orm import Session
 
+from service import bounds
 from service.db import estimate_mapping
 from service.db.tables import EstimateRow, RunLinkRow
 from service.db.upsert import upsert
@@ -67,6 +68,8 @@ class RunLinkRepository:
         self._session = session
 
     def estimate_for_run(self, run_id: str) -> str | None:
+        if bounds.text_problem(run_id, bounds.RUN_ID_CHARS) is not None:
+            return None  # no such id can be stored, so none is linked (PG refuses NUL)
         return self._session.scalar(
             select(RunLinkRow.estimate_id).where(RunLinkRow.run_id == run_id)
         )

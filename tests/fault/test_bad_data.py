@@ -8,7 +8,6 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import Engine, select
 
 from service import estimates
