@@ -18,6 +18,8 @@ class _HasUow(Protocol):
 
 def metrics_response(container: _HasUow) -> tuple[bytes, str]:
     snap = queries.snapshot(container.uow())
+    with container.uow() as uow:
+        tags_pending = uow.outbox.count()
     registry = CollectorRegistry()
 
     def gauge(name: str, doc: str, value: float | None) -> None:
@@ -46,6 +48,11 @@ def metrics_response(container: _HasUow) -> tuple[bytes, str]:
     )  # fmt: skip
     gauge("reckon_reconciliations", "Estimates reconciled so far.", snap.reconciliations)
     gauge("reckon_skipped_runs", "Runs skipped with a recorded reason so far.", snap.skips)
+    gauge(
+        "reckon_tags_pending",
+        "Result tags owed to MLflow runs (write-back outbox); retried by every pass.",
+        tags_pending,
+    )
     gauge(
         "reckon_median_abs_error_pct",
         f"Median absolute % error of the last {queries.RECENT_FOR_MEDIAN} reconciliations.",
