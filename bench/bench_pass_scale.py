@@ -54,8 +54,7 @@ def new_runs(uri: str, n: int, now: datetime, threads: int = 4) -> tuple[str, li
         engine = make_engine(f"sqlite:///{Path(tmp) / 'scratch.db'}")
         migrate.upgrade(engine)
         made = [
-            estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now)
-            for _ in range(n)
+            estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now) for _ in range(n)
         ]
         engine.dispose()
     ids = [saved.id for saved in made]

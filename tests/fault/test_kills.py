@@ -56,7 +56,9 @@ def add_linked_runs(engine: Engine, client: MlflowClient, experiment_id: str, n:
     return ids
 
 
-def reckon_process(database_url: str, server: MlflowServer, experiment_id: str) -> subprocess.Popen[str]:
+def reckon_process(
+    database_url: str, server: MlflowServer, experiment_id: str
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         **CLIENT_ENVIRONMENT,
