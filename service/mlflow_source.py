@@ -191,6 +191,22 @@ class MlflowRunSource:
             else:
                 lower, token = f"attributes.end_time >= {last_end}", None
 
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return []
+        clauses = [_LINKED, _TERMINAL, f"attributes.end_time <= {to_ms(window.cutoff)}"]
+        if window.after is not None:
+            clauses.append(f"attributes.end_time > {to_ms(window.after)}")
+        page = self._search(
+            experiment_ids,
+            " AND ".join(clauses),
+            ["attributes.end_time DESC", "attributes.run_id ASC"],
+            None,
+            limit,
+        )
+        return [self._observed(run) for run in page]
+
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         """Active runs with these ids in the order asked, any status or tags; unknown (or
         deleted) ids are absent from the result."""

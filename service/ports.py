@@ -28,6 +28,11 @@ class RunSource(Protocol):
         streamed, never all held in memory."""
         ...
 
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        """At most `limit` linked, terminated runs ending inside the window, latest end
+        first (one request: a probe, not a scan)."""
+        ...
+
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         """These runs, whatever their status or tags (for links made after the fact)."""
         ...
@@ -85,6 +90,10 @@ class RunStore(Protocol):
     def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]: ...
 
     def unreconciled_manual_links(self, limit: int) -> list[str]: ...
+
+    def known(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of these run ids some pass has stored or skipped."""
+        ...
 
 
 class StagingStore(Protocol):

@@ -34,6 +34,10 @@ PassStatus = Literal["succeeded", "failed", "locked"]
 MANUAL_LINKS_PER_PASS = 10_000
 WRITE_BACK_THREADS = 8
 TAGS_PER_PASS = 50_000  # outbox entries one pass tries to write; the rest wait a pass
+# The late-arrival probe: the most recent linked runs ending before the window, this many
+# at most, within this span (one small query: a bounded cost per pass, not a rescan).
+MISSED_PROBE_RUNS = 200
+MISSED_PROBE_SPAN = timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ class PassOutcome:
     error: str | None = None
     tags_written: int = 0
     tags_pending: int = 0  # write-back still owed (MLflow refused or was down); retried
+    # Linked runs that ended before this pass's window yet were never seen by any pass
+    # (they reached MLflow later than the lookback allows); `missed_hint` says what to run.
+    missed_before_window: int = 0
     holder: str | None = None  # for "locked": who holds the lock, when known
 
     @property
@@ -76,7 +83,19 @@ class PassOutcome:
         )
         if self.tags_pending:
             line += f", {self.tags_pending} tags pending"
+        if self.missed_before_window:
+            line += f"; {self.missed_hint}"
         return line + (f" ({self.error})" if self.error else "")
+
+    @property
+    def missed_hint(self) -> str | None:
+        if not self.missed_before_window or self.window is None or self.window.after is None:
+            return None
+        since = (self.window.after - MISSED_PROBE_SPAN).date().isoformat()
+        return (
+            f"{self.missed_before_window} linked runs ended before this pass's window and "
+            f"were never seen: run `reckon reconcile --since {since}`"
+        )
 
 
 Refit = Callable[[UnitOfWork, int, datetime], int | None]
@@ -133,6 +152,7 @@ def _locked_pass(
             _prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
         )
         seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress)
+        missed = _missed_before(uow, source, window)
         _confirm(lock)
         with uow:
             if uow.passes.started_after(pass_id):
@@ -162,6 +182,7 @@ def _locked_pass(
         reconciled=reconciled,
         skipped=skipped,
         factor_set=factor_set,
+        missed_before_window=missed,
         tags_written=written,
         tags_pending=pending,
     )
@@ -177,6 +198,20 @@ def _window_start(mark: datetime | None, options: PassOptions) -> datetime | Non
     # Late arrivals: end times come from the training client's clock and a run can commit
     # after a pass looked, so each pass re-reads a lookback before the mark (deduped).
     return None if mark is None else mark - options.lookback
+
+
+def _missed_before(uow: UnitOfWork, source: RunSource, window: ScanWindow) -> int:
+    """How many of the latest linked runs ending shortly before the window no pass has seen
+    (neither stored nor skipped). A full rescan has no 'before'."""
+    if window.after is None:
+        return 0
+    probe = ScanWindow(after=window.after - MISSED_PROBE_SPAN, cutoff=window.after)
+    candidates = source.latest_terminated_runs(probe, MISSED_PROBE_RUNS)
+    if not candidates:
+        return 0
+    with uow:
+        known = uow.runs.known([run.run_id for run in candidates])
+    return sum(1 for run in candidates if run.run_id not in known)
 
 
 def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Iterator[ObservedRun]:

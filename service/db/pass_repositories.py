@@ -115,6 +115,18 @@ class RunRepository:
             found[row.owner].append(_observed(row))
         return found
 
+    def known(self, run_ids: Sequence[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        wanted = list(set(run_ids))
+        stored = self._session.scalars(
+            select(MlflowRunRow.run_id).where(MlflowRunRow.run_id.in_(wanted))
+        )
+        skipped = self._session.scalars(
+            select(SkippedRunRow.run_id).where(SkippedRunRow.run_id.in_(wanted))
+        )
+        return set(stored) | set(skipped)
+
     def unreconciled_manual_links(self, limit: int) -> list[str]:
         """Run ids linked by hand (no tag needed) whose estimate has no reconciliation yet:
         the tag filter cannot find them, so each pass asks for them by id."""

@@ -29,6 +29,10 @@ class FakeRunSource:
         ]
         yield from sorted(found, key=lambda run: (run.ended_at, run.run_id))
 
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        runs = list(self.terminated_runs(window))
+        return sorted(runs, key=lambda run: (run.ended_at, run.run_id), reverse=True)[:limit]
+
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         self._check()
         wanted = set(run_ids)

@@ -107,3 +107,17 @@ def test_every_bad_run_is_a_skip_with_its_reason_and_the_good_run_still_counts(
 
     again = run_once(engine, source)  # 1. the night after: nothing stuck, nothing doubled
     assert again.status == "succeeded" and again.reconciled == []
+
+
+def test_runs_that_arrive_after_the_lookback_are_reported_with_a_hint(engine: Engine) -> None:
+    on_time, late = save(engine), save(engine)
+    source = FakeRunSource([a_run("on-time", on_time)])
+    assert run_once(engine, source).reconciled  # the watermark is now about END + 1 h
+    # A run that ended 5 days ago reaches MLflow only now: behind the 48 h lookback.
+    source.runs.append(a_run("late", late, started_at=END - 6 * DAY, ended_at=END - 5 * DAY))
+
+    outcome = run_once(engine, source)
+
+    assert outcome.reconciled == [] and outcome.missed_before_window == 1
+    assert outcome.missed_hint is not None and "reckon reconcile --since" in outcome.missed_hint
+    assert "1 linked runs ended before" in outcome.summary

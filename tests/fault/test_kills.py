@@ -23,7 +23,7 @@ from service.bootstrap import SystemClock
 from service.db import locks
 from service.db.tables import ReconcilePassRow, ReconciliationRow, TagOutboxRow
 from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG
+from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
@@ -153,6 +153,9 @@ class StopsServer:
             if self._on == "scan" and index == 3 and self._server.running:
                 self._server.stop()
             yield run
+
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        return self._inner.latest_terminated_runs(window, limit)
 
     def runs_by_id(self, run_ids):  # type: ignore[no-untyped-def]
         return self._inner.runs_by_id(run_ids)

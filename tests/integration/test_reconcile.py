@@ -279,6 +279,9 @@ class StopsMidScan:
                 self._server.stop()
             yield run
 
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        return self._inner.latest_terminated_runs(window, limit)
+
     def runs_by_id(self, run_ids: list[str]) -> list[ObservedRun]:
         return self._inner.runs_by_id(run_ids)
 
