@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
@@ -153,12 +154,17 @@ def test_a_claim_of_this_process_held_by_another_lock_object_is_respected(
 
 
 def _terminate_lock_backend(engine: Engine) -> None:
+    """pg_terminate_backend on the connection holding THIS schema's pass lock only (the
+    database is shared with other test sessions and their locks)."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        schema = connection.scalar(text("SELECT current_schema()"))
+        key = zlib.crc32(f"{locks.LOCK_NAME}:{schema}".encode())
         connection.execute(
             text(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                "WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
-            )
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND classid = 0 AND objid = :key AND pid <> pg_backend_pid()"
+            ),
+            {"key": key},
         )
 
 
