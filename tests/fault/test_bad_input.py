@@ -143,7 +143,7 @@ migrate.ensure_schema(make_engine(sys.argv[1]))
 
 def test_processes_opening_a_new_sqlite_file_at_once_all_succeed(tmp_path: Path) -> None:
     failures = []
-    for trial in range(4):
+    for trial in range(3):
         url = f"sqlite:///{tmp_path / f'new-{trial}.db'}"
         children = [
             subprocess.Popen(

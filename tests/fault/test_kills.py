@@ -190,6 +190,10 @@ def test_mlflow_stopped_mid_pass_heals_on_the_next_pass(
     experiment_id: str,
     moment: str,
 ) -> None:
+    if engine.dialect.name != "sqlite":
+        # An MLflow outage is the same fault whatever the database (kills and races run on
+        # both); once keeps the suite inside its time budget (each restart costs ~10 s).
+        pytest.skip("MLflow outages run on SQLite only")
     ids = add_linked_runs(engine, mlflow_client, experiment_id, 12)
     inner = MlflowRunSource(mlflow_server.uri, [experiment_id], METRIC, page_size=2, retries=0)
     started = time.perf_counter()
