@@ -53,7 +53,9 @@ def new_runs(uri: str, n: int, now: datetime, threads: int = 4) -> tuple[str, li
     with tempfile.TemporaryDirectory() as tmp:  # estimates.save needs a unit of work
         engine = make_engine(f"sqlite:///{Path(tmp) / 'scratch.db'}")
         migrate.upgrade(engine)
-        made = [estimates.save(SqlUnitOfWork(engine), an_estimate(), now=now) for _ in range(n)]
+        made = [
+            estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now) for _ in range(n)
+        ]
         engine.dispose()
     ids = [saved.id for saved in made]
     return create_linked_runs(uri, ids, now, "bench-pass-scale", threads), made

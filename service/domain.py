@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from service import bounds
+
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 FORMULA_VERSION = "reckon-flops-1"  # bump when the math in flops.py changes meaning
@@ -55,6 +57,21 @@ def require_positive(value: float, name: str) -> float:
     return value
 
 
+def require_count(value: int, name: str) -> int:
+    """A whole number from 1 to what an integer column holds (bounds.INT_MAX)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bounds.INT_MAX:
+        raise InputError(f"{name} must be a whole number from 1 to {bounds.INT_MAX}, got {value!r}")
+    return value
+
+
+def require_text(value: str, name: str, max_chars: int | None) -> str:
+    """`value` when a text column of `max_chars` can hold it (no NUL byte, not too long)."""
+    problem = bounds.text_problem(value, max_chars)
+    if problem is not None:
+        raise InputError(f"{name} {bounds.shown(value)} {problem}")
+    return value
+
+
 def require_fraction(value: float, name: str, *, allow_zero: bool, allow_one: bool) -> float:
     low_ok = value > 0 or (allow_zero and value == 0)
     high_ok = value < 1 or (allow_one and value == 1)
@@ -80,8 +97,8 @@ class Model:
         require_positive(self.tokens, "tokens")
         shape = (self.layers, self.hidden_size, self.seq_len)
         for name, value in zip(("layers", "hidden_size", "seq_len"), shape, strict=True):
-            if value is not None and value <= 0:
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
+            if value is not None:
+                require_count(value, name)
 
     @property
     def has_shape(self) -> bool:
@@ -97,8 +114,7 @@ class Hardware:
     precision: str
 
     def __post_init__(self) -> None:
-        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
-            raise InputError(f"gpus must be a whole number of at least 1, got {self.gpus!r}")
+        require_count(self.gpus, "gpus")
 
 
 @dataclass(frozen=True)
@@ -386,3 +402,12 @@ class SchemaStatus:
 # what `accuracy --by` can group by ("segment_week": "h100-sxm/bf16 2026-W41")
 ACCURACY_GROUPINGS = ("gpu_type", "precision", "segment", "month", "segment_week", "segment_month")
 ACCURACY_ALIASES = {"gpu": "gpu_type"}  # `--gpu` names the GPU model everywhere else
+
+
+@dataclass(frozen=True)
+class PendingTags:
+    """Tags the write-back still owes one MLflow run (an outbox entry)."""
+
+    run_id: str
+    estimate_id: str
+    tags: dict[str, str]

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from service import bounds
 from service.domain import (
     Estimate,
     EstimateRequest,
@@ -92,26 +93,58 @@ def plan_gpus(
 ) -> Plan:
     """Inverse question: the fewest GPUs (a multiple of `multiple_of`) whose wall time fits.
 
-    Wall time is exactly proportional to 1/gpus here, so the answer is a ceiling; the loop
-    only guards against floating-point rounding at the boundary.
+    Wall time is exactly proportional to 1/gpus here, so the answer is a ceiling; a short
+    bisection only guards against floating-point rounding at the boundary.
     """
     if not math.isfinite(deadline_seconds) or deadline_seconds <= 0:
         raise InputError(f"deadline must be positive, got {deadline_seconds!r}")
     if multiple_of < 1:
         raise InputError(f"GPU multiple must be at least 1, got {multiple_of!r}")
     one_gpu = estimate(_with_gpus(request, 1), peak_flops)
-    gpus = max(1, math.ceil(one_gpu.wall_seconds / deadline_seconds))
-    while gpus > 1 and _wall(request, peak_flops, gpus - 1) <= deadline_seconds:
-        gpus -= 1
-    while _wall(request, peak_flops, gpus) > deadline_seconds:
-        gpus += 1
+    needed = one_gpu.wall_seconds / deadline_seconds
+    if not math.isfinite(needed) or needed > bounds.INT_MAX:
+        raise InputError(
+            f"meeting a {deadline_seconds:g} s deadline needs more than {bounds.INT_MAX} GPUs"
+        )
+    gpus = _fewest_gpus(request, peak_flops, deadline_seconds, max(1, math.ceil(needed)))
     gpus = math.ceil(gpus / multiple_of) * multiple_of
+    if gpus > bounds.INT_MAX:
+        raise InputError(f"the GPU count {gpus} is above {bounds.INT_MAX}")
     return Plan(
         deadline_seconds=deadline_seconds,
         gpus=gpus,
         multiple_of=multiple_of,
         estimate=estimate(_with_gpus(request, gpus), peak_flops),
     )
+
+
+def _fewest_gpus(request: EstimateRequest, peak_flops: float, deadline: float, guess: int) -> int:
+    """The smallest g with wall(g) <= deadline near the closed-form `guess`. Rounding can put
+    the guess off by a few GPUs either way; a bisection over a bracket that doubles out from
+    the guess settles it in O(log) steps whatever the magnitude (counting one GPU at a time
+    from 10^26 would take minutes)."""
+
+    def fits(gpus: int) -> bool:
+        return _wall(request, peak_flops, gpus) <= deadline
+
+    low, high = guess - 1, guess  # invariant once bracketed: not fits(low), fits(high)
+    step = 1
+    while not fits(high):
+        low, high = high, min(bounds.INT_MAX, high + step)
+        if low == high:
+            return bounds.INT_MAX + 1  # even the most GPUs a count can hold miss it
+        step *= 2
+    step = 1
+    while low >= 1 and fits(low):
+        high, low = low, max(0, low - step)
+        step *= 2
+    while high - low > 1:  # low == 0 stands for "no smaller count" (one GPU always exists)
+        middle = (low + high) // 2
+        if middle >= 1 and fits(middle):
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _with_gpus(request: EstimateRequest, gpus: int) -> EstimateRequest:

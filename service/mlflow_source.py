@@ -23,7 +23,14 @@ from mlflow.entities import RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+from service.domain import (
+    ESTIMATE_TAG,
+    InputError,
+    NotFoundError,
+    ObservedRun,
+    ScanWindow,
+    UnavailableError,
+)
 from service.profiles import Point, ProfileSet, RunRecord
 
 log = logging.getLogger(__name__)
@@ -75,8 +82,33 @@ def to_ms(moment: datetime) -> int:
     return (moment - EPOCH) // ONE_MS
 
 
+# datetime's range ends in year 9999; MLflow stores any int64.
+MAX_MS = (datetime(9999, 12, 31, tzinfo=UTC) - EPOCH) // ONE_MS
+
+
 def from_ms(value: int | None) -> datetime | None:
-    return None if value is None else EPOCH + timedelta(milliseconds=value)
+    """Aware UTC from epoch ms. MLflow reports an unset time as 0 (or leaves it null); a
+    value no datetime can hold is as unusable: both are None, and the run is skipped."""
+    if value is None or not 0 < value <= MAX_MS:
+        return None
+    return EPOCH + timedelta(milliseconds=value)
+
+
+def check_tracking_uri(uri: str) -> str:
+    """`uri` when it is an http(s) URL of a server (the service talks to MLflow over HTTP
+    only: a path or sqlite:// would open a local store), else a one-line InputError."""
+    try:
+        parts = urlsplit(uri)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        usable = False
+    if not usable:
+        raise InputError(
+            f"MLFLOW_TRACKING_URI {redact(uri)!r} is not an http(s):// URL of an MLflow "
+            "server, e.g. http://mlflow:5000"
+        )
+    return uri
 
 
 def _is_transient(error: Exception) -> bool:
@@ -106,8 +138,11 @@ class MlflowRunSource:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
         if retries < 0:
             raise ValueError(f"retries must be zero or more, got {retries}")
-        self._uri = _safe_uri(tracking_uri)
-        self._client = MlflowClient(tracking_uri=tracking_uri)
+        self._uri = _safe_uri(check_tracking_uri(tracking_uri))
+        try:
+            self._client = MlflowClient(tracking_uri=tracking_uri)
+        except (MlflowException, ValueError) as error:
+            raise InputError(f"MLFLOW_TRACKING_URI {self._uri!r}: {self._reason(error)}") from None
         # A lone string is a sequence of characters; take it as one experiment.
         self._experiments = (experiments,) if isinstance(experiments, str) else tuple(experiments)
         # Which framework logged a run decides how its observables are read (the profiles).
@@ -160,6 +195,22 @@ class MlflowRunSource:
                 token = page.token
             else:
                 lower, token = f"attributes.end_time >= {last_end}", None
+
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return []
+        clauses = [_LINKED, _TERMINAL, f"attributes.end_time <= {to_ms(window.cutoff)}"]
+        if window.after is not None:
+            clauses.append(f"attributes.end_time > {to_ms(window.after)}")
+        page = self._search(
+            experiment_ids,
+            " AND ".join(clauses),
+            ["attributes.end_time DESC", "attributes.run_id ASC"],
+            None,
+            limit,
+        )
+        return [self._observed(run) for run in page]
 
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         """Active runs with these ids in the order asked, any status or tags; unknown (or
@@ -243,10 +294,17 @@ class MlflowRunSource:
         if not tags:
             return
         run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
-        self._call(
-            f"set tags on run {run_id}",
-            lambda: self._client.log_batch(run_id, tags=run_tags, synchronous=True),
-        )
+        # No retry here: the write-back stops at the first failure and its outbox retries
+        # on the next pass, so an outage costs one wait, not one per run.
+        try:
+            self._client.log_batch(run_id, tags=run_tags, synchronous=True)
+        except (MlflowException, requests.RequestException, OSError) as error:
+            if _is_transient(error):
+                raise UnavailableError(self._message(f"set tags on run {run_id}", error)) from None
+            # 4xx: the run is gone, deleted or refuses these tags; it never will take them.
+            raise NotFoundError(
+                f"MLflow at {self._uri} refuses tags on run {run_id}: {self._reason(error)}"
+            ) from None
 
     def ping(self) -> None:
         """Raise UnavailableError unless the server answers (for health checks)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 from service.domain import (
     ObservedRun,
     PassRecord,
+    PendingTags,
     Reconciliation,
     SavedEstimate,
     ScanWindow,
@@ -28,6 +29,11 @@ class RunSource(Protocol):
         """Linked runs (tag reckon.estimate_id set) that ended inside the window, in the
         configured experiments, oldest end first, each run id at most once; pages are
         streamed, never all held in memory."""
+        ...
+
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        """At most `limit` linked, terminated runs ending inside the window, latest end
+        first (one request: a probe, not a scan)."""
         ...
 
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
@@ -99,6 +105,10 @@ class RunStore(Protocol):
 
     def unreconciled_manual_links(self, limit: int) -> list[str]: ...
 
+    def known(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of these run ids some pass has stored or skipped."""
+        ...
+
 
 class StagingStore(Protocol):
     def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None: ...
@@ -136,6 +146,10 @@ class PassStore(Protocol):
     def start(self, trigger: str, now: datetime) -> int: ...
 
     def finish(self, record: PassRecord) -> None: ...
+
+    def abandon_running(self, now: datetime) -> int: ...
+
+    def started_after(self, pass_id: int) -> bool: ...
 
     def get(self, pass_id: int) -> PassRecord | None: ...
 
@@ -179,12 +193,36 @@ class FactorSetStore(Protocol):
         ...
 
 
+class OutboxStore(Protocol):
+    """Tags owed to MLflow runs (the write-back outbox)."""
+
+    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None: ...
+
+    def pending(self, limit: int) -> list[PendingTags]: ...
+
+    def written(self, run_ids: Sequence[str]) -> None: ...
+
+    def failed(self, run_ids: Sequence[str], error: str) -> None: ...
+
+    def count(self) -> int: ...
+
+
 class PassLock(Protocol):
-    """Exclusive across processes: acquire() is non-blocking and says whether it got it."""
+    """Exclusive across processes: acquire() is non-blocking and says whether it got it;
+    confirm() is called inside the pass's final transaction and says whether this holder
+    still has it (renewing it), so a lock lost mid-pass (a dropped connection, an expired
+    claim) never lets two passes commit side by side; release() never raises."""
 
     def acquire(self) -> bool: ...
 
+    def confirm(self) -> bool: ...
+
     def release(self) -> None: ...
+
+    @property
+    def holder(self) -> str | None:
+        """Who holds the lock now, when known (for the 'locked' message)."""
+        ...
 
 
 class UnitOfWork(Protocol):
@@ -216,6 +254,9 @@ class UnitOfWork(Protocol):
 
     @property
     def factor_sets(self) -> FactorSetStore: ...
+
+    @property
+    def outbox(self) -> OutboxStore: ...
 
     def __enter__(self) -> Self: ...
 

@@ -37,6 +37,7 @@ class Snapshot:
     skips: int
     median_abs_error_pct: float | None  # over the most recent reconciliations
     median_window: int  # how many: RECENT_FOR_MEDIAN
+    tags_pending: int  # result tags MLflow has not accepted yet (the write-back outbox)
 
 
 RECENT_FOR_MEDIAN = 200
@@ -53,4 +54,5 @@ def snapshot(uow: UnitOfWork) -> Snapshot:
             skips=uow.skips.count(),
             median_abs_error_pct=statistics.median(errors) if errors else None,
             median_window=RECENT_FOR_MEDIAN,
+            tags_pending=uow.outbox.count(),
         )

@@ -5,7 +5,6 @@ scheduler all call `run_pass`; nothing else reconciles."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import threading
@@ -17,8 +16,11 @@ from typing import Literal
 
 from service import comparison
 from service.domain import (
+    ConflictError,
+    NotFoundError,
     ObservedRun,
     PassRecord,
+    PendingTags,
     ReckonError,
     Reconciliation,
     ScanWindow,
@@ -31,6 +33,11 @@ log = logging.getLogger(__name__)
 PassStatus = Literal["succeeded", "failed", "locked"]
 MANUAL_LINKS_PER_PASS = 10_000
 WRITE_BACK_THREADS = 8
+TAGS_PER_PASS = 50_000  # outbox entries one pass tries to write; the rest wait a pass
+# The late-arrival probe: the most recent linked runs ending before the window, this many
+# at most, within this span (one small query: a bounded cost per pass, not a rescan).
+MISSED_PROBE_RUNS = 200
+MISSED_PROBE_SPAN = timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -54,16 +61,41 @@ class PassOutcome:
     factor_set: int | None = None
     error: str | None = None
     tags_written: int = 0
+    tags_pending: int = 0  # write-back still owed (MLflow refused or was down); retried
+    # Linked runs that ended before this pass's window yet were never seen by any pass
+    # (they reached MLflow later than the lookback allows); `missed_hint` says what to run.
+    missed_before_window: int = 0
+    holder: str | None = None  # for "locked": who holds the lock, when known
+
+    @property
+    def locked(self) -> bool:
+        """Another pass held the lock, so this one did nothing: a conflict (CLI exit 4)."""
+        return self.status == "locked"
 
     @property
     def summary(self) -> str:
-        if self.status == "locked":
-            return "another reconcile pass is running; this one did nothing"
+        if self.locked:
+            held = f" (held by {self.holder})" if self.holder else ""
+            return f"locked: another reconcile pass is running{held}; this one did nothing"
         line = (
             f"pass {self.pass_id} {self.status}: {self.runs_seen} runs seen, "
             f"{len(self.reconciled)} reconciled, {len(self.skipped)} skipped"
         )
+        if self.tags_pending:
+            line += f", {self.tags_pending} tags pending"
+        if self.missed_before_window:
+            line += f"; {self.missed_hint}"
         return line + (f" ({self.error})" if self.error else "")
+
+    @property
+    def missed_hint(self) -> str | None:
+        if not self.missed_before_window or self.window is None or self.window.after is None:
+            return None
+        since = (self.window.after - MISSED_PROBE_SPAN).date().isoformat()
+        return (
+            f"{self.missed_before_window} linked runs ended before this pass's window and "
+            f"were never seen: run `reckon reconcile --since {since}`"
+        )
 
 
 Refit = Callable[[UnitOfWork, int, datetime], int | None]
@@ -80,12 +112,15 @@ def run_pass(
     on_progress: Callable[[int], None] | None = None,
 ) -> PassOutcome:
     """One pass, exclusive across processes. A failure marks the pass failed, leaves the
-    watermark and every result table untouched, and is raised to the caller."""
+    watermark and every result table untouched, and is raised to the caller. Another pass
+    holding the lock gives status "locked" (nothing done); losing the lock mid-pass is a
+    ConflictError (nothing committed)."""
     if not lock.acquire():
-        log.info("reconcile pass not started: another pass holds the lock")
-        return PassOutcome(status="locked")
+        outcome = PassOutcome(status="locked", holder=lock.holder)
+        log.info(outcome.summary)
+        return outcome
     try:
-        return _locked_pass(uow, source, clock, options, refit, on_progress)
+        return _locked_pass(uow, source, lock, clock, options, refit, on_progress)
     finally:
         lock.release()
 
@@ -93,6 +128,7 @@ def run_pass(
 def _locked_pass(
     uow: UnitOfWork,
     source: RunSource,
+    lock: PassLock,
     clock: Clock,
     options: PassOptions,
     refit: Refit | None,
@@ -100,7 +136,10 @@ def _locked_pass(
 ) -> PassOutcome:
     started = clock.now()
     with uow:
-        uow.staging.clear()  # leftovers of a killed pass: it never applied them
+        # Holding the lock, no other pass can be running: rows still 'running' belong to
+        # processes that died, and their staged runs were never applied.
+        uow.passes.abandon_running(started)
+        uow.staging.clear()
         pass_id = uow.passes.start(options.trigger, started)
         mark = uow.watermarks.get()
         manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
@@ -112,9 +151,16 @@ def _locked_pass(
         runs = _judged(
             _prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
         )
-        seen = _stage(uow, pass_id, runs, options.batch_size, on_progress)
+        seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress)
+        missed = _missed_before(uow, source, window)
+        _confirm(lock)
         with uow:
+            if uow.passes.started_after(pass_id):
+                # The lock was lost and taken back, but another pass got in meanwhile.
+                raise ConflictError(_LOST)
             reconciled, skipped = _apply(uow, pass_id, clock.now(), options.batch_size, scan_skips)
+            if options.write_back:
+                uow.outbox.queue(_owed_tags(reconciled), pass_id=pass_id, now=clock.now())
             factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
             uow.watermarks.advance(window.cutoff, pass_id=pass_id, now=clock.now())
             uow.staging.clear(pass_id)
@@ -127,7 +173,7 @@ def _locked_pass(
         message = str(error) if isinstance(error, ReckonError) else repr(error)
         _mark_failed(uow, _record(pass_id, options, started, clock.now(), window, 0), message)
         raise
-    written = _write_back(source, reconciled) if options.write_back else 0
+    written, pending = _write_back(uow, source) if options.write_back else (0, 0)
     outcome = PassOutcome(
         status="succeeded",
         pass_id=pass_id,
@@ -136,7 +182,9 @@ def _locked_pass(
         reconciled=reconciled,
         skipped=skipped,
         factor_set=factor_set,
+        missed_before_window=missed,
         tags_written=written,
+        tags_pending=pending,
     )
     log.info(outcome.summary)
     return outcome
@@ -150,6 +198,24 @@ def _window_start(mark: datetime | None, options: PassOptions) -> datetime | Non
     # Late arrivals: end times come from the training client's clock and a run can commit
     # after a pass looked, so each pass re-reads a lookback before the mark (deduped).
     return None if mark is None else mark - options.lookback
+
+
+def _missed_before(uow: UnitOfWork, source: RunSource, window: ScanWindow) -> int:
+    """How many of the latest linked runs ending shortly before the window no pass has seen
+    (neither stored nor skipped). A full rescan has no 'before'."""
+    if window.after is None:
+        return 0
+    probe = ScanWindow(after=window.after - MISSED_PROBE_SPAN, cutoff=window.after)
+    try:
+        candidates = source.latest_terminated_runs(probe, MISSED_PROBE_RUNS)
+        if not candidates:
+            return 0
+        with uow:
+            known = uow.runs.known([run.run_id for run in candidates])
+    except ReckonError as error:  # a hint, not the pass's job: the scan itself is complete
+        log.warning("late-arrival probe skipped: %s", error)
+        return 0
+    return sum(1 for run in candidates if run.run_id not in known)
 
 
 def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Iterator[ObservedRun]:
@@ -204,19 +270,26 @@ def _prefetched(runs: Iterator[ObservedRun], depth: int) -> Iterator[ObservedRun
 
 
 def _judged(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[ObservedRun]:
-    """Drop an unusable throughput before it is stored (SQLite would turn NaN into NULL and
-    hide it), keeping the run for its wall time and the reason for the pass's skips."""
+    """Only what fits our columns is staged (`comparison.admit`); what was dropped, and
+    why, joins the pass's skips."""
     for run in runs:
-        problem = comparison.throughput_problem(run)
-        if problem is None:
-            yield run
-        else:
-            skips.append(problem)
-            yield dataclasses.replace(run, throughput=None)
+        admitted, problems = comparison.admit(run)
+        skips.extend(problems)
+        if admitted is not None:
+            yield admitted
+
+
+_LOST = "the reconcile lock was lost to another pass; nothing committed"
+
+
+def _confirm(lock: PassLock) -> None:
+    if not lock.confirm():
+        raise ConflictError(_LOST)
 
 
 def _stage(
     uow: UnitOfWork,
+    lock: PassLock,
     pass_id: int,
     runs: Iterator[ObservedRun],
     batch_size: int,
@@ -231,6 +304,7 @@ def _stage(
         if len(batch) >= batch_size:
             seen += _flush(uow, pass_id, batch)
             batch = []
+            _confirm(lock)  # the heartbeat: a live pass keeps its claim
             if on_progress is not None:
                 on_progress(seen)
     seen += _flush(uow, pass_id, batch)
@@ -265,7 +339,9 @@ def _apply(
         previous = uow.reconciliations.for_estimates(chunk)
         changed = []
         for estimate_id in chunk:
-            result = comparison.reconcile(saved[estimate_id], runs[estimate_id])
+            result, implausible = comparison.judge(saved[estimate_id], runs[estimate_id])
+            if implausible is not None:
+                skips.append(implausible)
             if result is None or previous.get(estimate_id) == result:
                 continue  # still running, or nothing new: a rerun changes nothing
             changed.append(result)
@@ -366,26 +442,70 @@ def _mark_failed(uow: UnitOfWork, record: PassRecord, message: str) -> None:
         log.exception("could not mark reconcile pass %s failed", record.id)
 
 
-def _write_back(source: RunSource, reconciled: list[Reconciliation]) -> int:
-    """Tag each reconciled run in MLflow with the result, after the commit and outside any
-    transaction; a failure here is logged, never undoes the pass."""
+def _owed_tags(reconciled: Sequence[Reconciliation]) -> list[PendingTags]:
+    return [
+        PendingTags(run_id, item.estimate_id, _result_tags(item))
+        for item in reconciled
+        for run_id in item.run_ids
+    ]
 
-    def tag(item: Reconciliation) -> int:
-        tags = {
-            "reckon.predicted_seconds": f"{item.predicted_seconds:.0f}",
-            "reckon.observed_seconds": f"{item.observed_seconds:.0f}",
-            "reckon.error_pct": f"{item.error_pct:+.1f}",
-        }
-        written = 0
-        for run_id in item.run_ids:
+
+def _result_tags(item: Reconciliation) -> dict[str, str]:
+    return {
+        "reckon.predicted_seconds": f"{item.predicted_seconds:.0f}",
+        "reckon.observed_seconds": f"{item.observed_seconds:.0f}",
+        "reckon.error_pct": f"{item.error_pct:+.1f}",
+    }
+
+
+def _write_back(uow: UnitOfWork, source: RunSource) -> tuple[int, int]:
+    """Write the outbox's owed tags (this pass's and any earlier pass's) after the commit and
+    outside any transaction; returns (written, still pending). The first MLflow failure
+    stops the write-back (the calls in flight finish): an outage costs one bounded wait and
+    one log line, and the rest waits in the outbox for the next pass. A run MLflow no longer
+    has is dropped from the outbox. Never raises: the pass has already committed."""
+    owed: list[PendingTags] = []
+    try:
+        with uow:
+            owed = uow.outbox.pending(TAGS_PER_PASS)
+        if not owed:
+            return 0, 0
+        stop = threading.Event()
+        failures: list[str] = []
+
+        def tag(item: PendingTags) -> tuple[str, bool | None]:
+            if stop.is_set():
+                return item.run_id, None
             try:
-                source.set_tags(run_id, tags)
-                written += 1
+                source.set_tags(item.run_id, item.tags)
+                return item.run_id, True
+            except NotFoundError:
+                return item.run_id, False  # the run is gone: nothing will ever take the tag
             except ReckonError as error:
-                log.warning("could not tag run %s: %s", run_id, error)
-        return written
+                if not stop.is_set():
+                    failures.append(str(error))
+                stop.set()
+                return item.run_id, None
 
-    if not reconciled:
-        return 0
-    with ThreadPoolExecutor(max_workers=WRITE_BACK_THREADS) as pool:
-        return sum(pool.map(tag, reconciled))
+        with ThreadPoolExecutor(max_workers=WRITE_BACK_THREADS) as pool:
+            results = list(pool.map(tag, owed))
+        written = [run_id for run_id, ok in results if ok]
+        gone = [run_id for run_id, ok in results if ok is False]
+        untried = [run_id for run_id, ok in results if ok is None]
+        with uow:
+            uow.outbox.written(written + gone)
+            if failures:
+                uow.outbox.failed(untried, failures[0])
+            pending = uow.outbox.count()
+            uow.commit()
+    except ReckonError as error:
+        log.warning("write-back skipped: %s; owed tags stay queued for the next pass", error)
+        return 0, len(owed)
+    if failures:
+        log.warning(
+            "write-back stopped after %d of %d runs: %s; %d tags pending, retried next pass",
+            len(written), len(owed), failures[0], pending,
+        )  # fmt: skip
+    if gone:
+        log.info("write-back dropped %d tags of runs MLflow no longer has", len(gone))
+    return len(written), pending

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self
@@ -17,13 +17,16 @@ from service.app import Adapters, Policy, Reckon
 from service.bootstrap import SystemClock
 from service.calibration import FactorSet, Observation, ObservationArrays
 from service.domain import (
+    TERMINAL_STATUSES,
     ObservedRun,
     PassRecord,
+    PendingTags,
     Reconciliation,
     SavedEstimate,
     ScanWindow,
     SchemaStatus,
     Skip,
+    UnavailableError,
 )
 from service.hardware import build_catalog
 
@@ -42,6 +45,7 @@ class _State:
     passes: dict[int, PassRecord] = field(default_factory=dict)
     watermark: datetime | None = None
     factor_sets: dict[int, FactorSet] = field(default_factory=dict)
+    outbox: dict[str, tuple[PendingTags, int]] = field(default_factory=dict)  # run -> (, attempts)
 
 
 class FakeUnitOfWork:
@@ -76,6 +80,7 @@ class FakeUnitOfWork:
     passes = property(lambda self: _Passes(self.state))
     watermarks = property(lambda self: _Watermarks(self.state))
     factor_sets = property(lambda self: _FactorSets(self.state))
+    outbox = property(lambda self: _Outbox(self.state))
 
 
 @dataclass
@@ -141,6 +146,10 @@ class _Runs:
             if estimate_id in found and run_id in self.state.runs:
                 found[estimate_id].append(self.state.runs[run_id])
         return found
+
+    def known(self, run_ids: Sequence[str]) -> set[str]:
+        skipped = {skip.run_id for skip in self.state.skips}
+        return {r for r in run_ids if r in self.state.runs or r in skipped}
 
     def unreconciled_manual_links(self, limit: int) -> list[str]:
         manual = [
@@ -227,6 +236,17 @@ class _Passes:
     def finish(self, record: PassRecord) -> None:
         self.state.passes[record.id] = record
 
+    def abandon_running(self, now: datetime) -> int:
+        running = [p for p in self.state.passes.values() if p.status == "running"]
+        for record in running:
+            self.state.passes[record.id] = dataclasses.replace(
+                record, status="abandoned", ended_at=now, error="its process ended mid-pass"
+            )
+        return len(running)
+
+    def started_after(self, pass_id: int) -> bool:
+        return any(other > pass_id for other in self.state.passes)
+
     def get(self, pass_id: int) -> PassRecord | None:
         return self.state.passes.get(pass_id)
 
@@ -282,7 +302,11 @@ class _FactorSets:
             ),
             key=lambda pair: pair[0].ended_at,
         )
-        chosen = [(item, saved) for item, saved in rows if saved.kind == "computed"]
+        chosen = [  # as the database's reader: computed estimates with a factor to learn from
+            (item, saved)
+            for item, saved in rows
+            if saved.kind != "external" and item.implied_effective_utilization is not None
+        ]
         observations = [_observation(item) for item, _saved in chosen]
         ids = [item.estimate_id for item, _saved in chosen]
         return ObservationArrays.from_observations(observations), ids
@@ -297,9 +321,34 @@ class _FactorSets:
         return any(at > moment for at in self.state.reconciled_at.values())
 
 
+@dataclass
+class _Outbox:
+    state: _State
+
+    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None:
+        for item in items:
+            self.state.outbox[item.run_id] = (item, 0)
+
+    def pending(self, limit: int) -> list[PendingTags]:
+        owed = sorted(self.state.outbox.values(), key=lambda pair: (pair[1], pair[0].run_id))
+        return [item for item, _attempts in owed[:limit]]
+
+    def written(self, run_ids: Sequence[str]) -> None:
+        for run_id in run_ids:
+            self.state.outbox.pop(run_id, None)
+
+    def failed(self, run_ids: Sequence[str], error: str) -> None:
+        for run_id in run_ids:
+            item, attempts = self.state.outbox[run_id]
+            self.state.outbox[run_id] = (item, attempts + 1)
+
+    def count(self) -> int:
+        return len(self.state.outbox)
+
+
 def _observation(item: Reconciliation) -> Observation:
     effective = item.implied_effective_utilization
-    assert effective is not None, "a computed estimate's reconciliation has an effective u"
+    assert effective is not None
     return Observation(
         gpu=item.gpu,
         precision=item.precision,
@@ -312,34 +361,69 @@ def _observation(item: Reconciliation) -> Observation:
     )
 
 
+@dataclass
 class FakeRunSource:
-    """Terminated runs handed in as values; tags written back are kept in `tags`."""
+    """Runs of any status handed in as values; `down` makes every call fail as an
+    unreachable MLflow would; tags written back are kept in `tags`."""
 
-    def __init__(self, runs: Sequence[ObservedRun] = (), *, running: Sequence[ObservedRun] = ()):
-        self.runs = list(runs)
-        self.running = list(running)
-        self.tags: dict[str, dict[str, str]] = {}
+    runs: list[ObservedRun] = field(default_factory=list)
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    down: bool = False
+    tag_calls: int = 0
 
     def terminated_runs(self, window: ScanWindow) -> Iterator[ObservedRun]:
-        for run in sorted(self.runs, key=lambda r: (r.ended_at or _EPOCH, r.run_id)):
-            ended = run.ended_at
-            if ended is None or ended > window.cutoff:
-                continue
-            if window.after is None or ended > window.after:
-                yield run
+        self._check()
+        found = [
+            run
+            for run in self.runs
+            if run.estimate_id
+            and run.status in TERMINAL_STATUSES
+            and run.ended_at is not None
+            and run.ended_at <= window.cutoff
+            and (window.after is None or run.ended_at > window.after)
+        ]
+        yield from sorted(found, key=lambda run: (run.ended_at or _EPOCH, run.run_id))
+
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        runs = list(self.terminated_runs(window))
+        return sorted(runs, key=lambda r: (r.ended_at or _EPOCH, r.run_id), reverse=True)[:limit]
 
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
+        self._check()
         wanted = set(run_ids)
-        return [run for run in self.runs + self.running if run.run_id in wanted]
+        return [run for run in self.runs if run.run_id in wanted]
 
     def running_runs(self) -> Iterator[ObservedRun]:
-        yield from self.running
+        self._check()
+        yield from (run for run in self.runs if run.status == "RUNNING" and run.estimate_id)
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        self.tag_calls += 1
+        self._check()
         self.tags.setdefault(run_id, {}).update(tags)
 
     def ping(self) -> None:
-        return None
+        self._check()
+
+    def finished_runs(
+        self,
+        experiments: Sequence[str] = (),
+        since: datetime | None = None,
+        fallback_gpus: int | None = None,
+        linked: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    ) -> Iterator[ObservedRun]:
+        self._check()
+        for run in self.runs:
+            if run.status == "FINISHED" and (since is None or (run.ended_at or _EPOCH) > since):
+                yield run
+
+    def _check(self) -> None:
+        if self.down:
+            raise UnavailableError("MLflow at http://fake: cannot connect")
+
+
+def _no_launch() -> Any:
+    raise UnavailableError("the fakes have no MLflow to launch runs in")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -352,8 +436,15 @@ class FakeLock:
     def acquire(self) -> bool:
         return self.free
 
+    def confirm(self) -> bool:
+        return self.free
+
     def release(self) -> None:
         return None
+
+    @property
+    def holder(self) -> str | None:
+        return None if self.free else "another process (fake)"
 
 
 class FakeSchema:
@@ -380,7 +471,7 @@ class FakeWorld:
 def fake_app(
     *, runs: Sequence[ObservedRun] = (), clock: Any = None, policy: Policy | None = None
 ) -> FakeWorld:
-    uow, source, lock = FakeUnitOfWork(), FakeRunSource(runs), FakeLock()
+    uow, source, lock = FakeUnitOfWork(), FakeRunSource(list(runs)), FakeLock()
     catalog, prior = build_catalog(), priors.default_prior()
     adapters = Adapters(
         catalog=lambda: catalog,
@@ -388,6 +479,7 @@ def fake_app(
         reader=lambda: uow,
         run_source=lambda: source,
         pass_lock=lambda: lock,
+        launch_runs=_no_launch,
         schema=FakeSchema,
         prior=lambda: prior,
         clock=clock or SystemClock(),

@@ -10,9 +10,19 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    DataError,
+    DBAPIError,
+    InterfaceError,
+    InternalError,
+    NoSuchModuleError,
+    OperationalError,
+    StatementError,
+)
 
-from service.domain import InputError, UnavailableError
+from service.domain import InputError, ReckonError, UnavailableError
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 
@@ -76,15 +86,29 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def translate_error(engine: Engine, error: BaseException) -> UnavailableError | None:
-    """The one-line UnavailableError for a driver failure (password-free URL), else None."""
-    if isinstance(error, OperationalError) or (
-        isinstance(error, DBAPIError) and error.connection_invalidated
+def translate_error(engine: Engine, error: BaseException) -> ReckonError | None:
+    """The one-line domain error for a driver failure (password-free URL), else None (a
+    programming error, kept as it is). The database being unreachable, locked, corrupt or
+    not a database at all is UnavailableError; a value the column cannot hold (out of
+    range, NUL byte) that got past validation is InputError."""
+    if isinstance(error, DataError) or (
+        isinstance(error, StatementError) and isinstance(error.orig, OverflowError)
     ):
-        text = str(error.orig).strip() if error.orig is not None else ""
-        reason = text.splitlines()[0] if text else "connection failed"
+        return InputError(f"a value does not fit the database: {_first_line(error)}")
+    if (
+        isinstance(error, (OperationalError, InterfaceError, InternalError))
+        or type(error) is DatabaseError  # e.g. SQLite "file is not a database"
+        or (isinstance(error, DBAPIError) and error.connection_invalidated)
+    ):
+        reason = _first_line(error) or "connection failed"
         return UnavailableError(f"cannot use database {safe_url(engine.url)}: {reason}")
     return None
+
+
+def _first_line(error: BaseException) -> str:
+    orig = getattr(error, "orig", None)
+    text = str(orig if orig is not None else error).strip()
+    return text.splitlines()[0] if text else ""
 
 
 @contextmanager
@@ -92,7 +116,7 @@ def database_errors(engine: Engine) -> Iterator[None]:
     """Turn driver failures into one UnavailableError line naming the (password-free) URL."""
     try:
         yield
-    except DBAPIError as error:
+    except StatementError as error:
         translated = translate_error(engine, error)
         if translated is None:
             raise

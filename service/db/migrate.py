@@ -5,12 +5,16 @@ SQLite file that does not exist creates nothing: only writes create the embedded
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Engine
 
 from service.db.engine import database_errors, safe_url, sqlite_file
@@ -65,28 +69,73 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    with database_errors(engine):
+    _refuse_newer(engine, current_revision(engine), head_revision(engine))
+    with database_errors(engine), _alembic_errors(engine):
         command.upgrade(alembic_config(engine), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
-    with database_errors(engine):
+    with database_errors(engine), _alembic_errors(engine):
         command.downgrade(alembic_config(engine), revision)
+
+
+def _refuse_newer(engine: Engine, current: str | None, head: str) -> None:
+    if current is not None and current not in known_revisions(engine):
+        raise UnavailableError(
+            f"database {safe_url(engine.url)} schema is at revision {current}, newer than "
+            f"this Reckon (head {head}); upgrade Reckon"
+        )
+
+
+@contextmanager
+def _alembic_errors(engine: Engine) -> Iterator[None]:
+    try:
+        yield
+    except CommandError as error:
+        reason = " ".join(str(error).split())
+        raise UnavailableError(f"cannot migrate {safe_url(engine.url)}: {reason}") from None
+
+
+@contextmanager
+def _sqlite_upgrade_turn(engine: Engine) -> Iterator[None]:
+    """Hold an exclusive flock on the database file while upgrading it (SQLite's own locks
+    are byte-range locks, which flock does not touch), so that processes opening a new
+    file at once migrate it one after another instead of racing on CREATE TABLE."""
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    with open(database, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def known_revisions(engine: Engine) -> set[str]:
+    script = ScriptDirectory.from_config(alembic_config(engine))
+    return {revision.revision for revision in script.walk_revisions()}
 
 
 def ensure_schema(engine: Engine, *, create: bool = True) -> None:
     """Make sure the schema is at head before a command uses it. The embedded SQLite
-    database upgrades itself (a newcomer needs no extra step); a server database is shared,
-    so its upgrade is a deliberate `reckon db upgrade`, never a side effect. With
-    `create=False` (a read) a SQLite file that does not exist is a NoDatabaseYet instead."""
+    database upgrades itself (a newcomer needs no extra step; processes starting together
+    take turns); a server database is shared, so its upgrade is a deliberate
+    `reckon db upgrade`, never a side effect. A schema newer than this code is refused.
+    With `create=False` (a read) a SQLite file that does not exist is a NoDatabaseYet."""
     if not create:
         require_database(engine)
     current = current_revision(engine)
     head = head_revision(engine)
     if current == head:
         return
+    _refuse_newer(engine, current, head)
     if engine.dialect.name == "sqlite":
-        upgrade(engine)
+        with _sqlite_upgrade_turn(engine):
+            current = current_revision(engine)  # another process may have just done it
+            if current != head:
+                upgrade(engine)
         return
     state = "empty" if current is None else f"at revision {current}, head is {head}"
     raise UnavailableError(

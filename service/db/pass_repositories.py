@@ -125,6 +125,18 @@ class RunRepository:
             found[row.owner].append(_observed(row))
         return found
 
+    def known(self, run_ids: Sequence[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        wanted = list(set(run_ids))
+        stored = self._session.scalars(
+            select(MlflowRunRow.run_id).where(MlflowRunRow.run_id.in_(wanted))
+        )
+        skipped = self._session.scalars(
+            select(SkippedRunRow.run_id).where(SkippedRunRow.run_id.in_(wanted))
+        )
+        return set(stored) | set(skipped)
+
     def unreconciled_manual_links(self, limit: int) -> list[str]:
         """Run ids linked by hand (no tag needed) whose estimate has no reconciliation yet:
         the tag filter cannot find them, so each pass asks for them by id."""
@@ -284,6 +296,23 @@ class PassRepository:
                 error=record.error,
             )
         )
+
+    def abandon_running(self, now: datetime) -> int:
+        """Mark every pass still 'running' as 'abandoned' (called by the lock holder: no other
+        pass can be running, so these belong to processes that died); returns how many."""
+        result = self._session.execute(
+            update(ReconcilePassRow)
+            .where(ReconcilePassRow.status == "running")
+            .values(status="abandoned", ended_at=now, error="its process ended mid-pass")
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def started_after(self, pass_id: int) -> bool:
+        """Whether a later pass has started (it could only while this one lost its lock)."""
+        later = self._session.scalar(
+            select(ReconcilePassRow.id).where(ReconcilePassRow.id > pass_id).limit(1)
+        )
+        return later is not None
 
     def get(self, pass_id: int) -> PassRecord | None:
         row = self._session.get(ReconcilePassRow, pass_id)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import Table, inspect, select
 from sqlalchemy.orm import Session
 
+from service import bounds
 from service.db import estimate_mapping
 from service.db.tables import EstimateRow, RunLinkRow
 from service.db.upsert import upsert
+from service.db.values import check_values
 from service.domain import SavedEstimate
 
 
@@ -20,7 +22,12 @@ class EstimateRepository:
         self._session = session
 
     def add(self, saved: SavedEstimate) -> None:
-        self._session.add(estimate_mapping.to_row(saved))
+        row = estimate_mapping.to_row(saved)
+        state = inspect(row)
+        table = EstimateRow.__table__
+        assert isinstance(table, Table)
+        check_values(table, {attr.key: attr.value for attr in state.attrs})
+        self._session.add(row)
         self._session.flush()
 
     def get(self, estimate_id: str) -> SavedEstimate | None:
@@ -61,6 +68,8 @@ class RunLinkRepository:
         self._session = session
 
     def estimate_for_run(self, run_id: str) -> str | None:
+        if bounds.text_problem(run_id, bounds.RUN_ID_CHARS) is not None:
+            return None  # no such id can be stored, so none is linked (PG refuses NUL)
         return self._session.scalar(
             select(RunLinkRow.estimate_id).where(RunLinkRow.run_id == run_id)
         )
@@ -93,4 +102,8 @@ class RunLinkRepository:
              "created_at": created_at}
             for estimate_id, run_id in pairs
         ]  # fmt: skip
+        table = RunLinkRow.__table__
+        assert isinstance(table, Table)
+        for row in rows:
+            check_values(table, row)
         upsert(self._session, RunLinkRow, rows, ["run_id"], [])

@@ -259,3 +259,19 @@ class StagedRunRow(Base):
     throughput: Mapped[float | None] = mapped_column(Double)
     profile: Mapped[str | None] = mapped_column(String(64))
     compute_seconds: Mapped[float | None] = mapped_column(Double)
+
+
+class TagOutboxRow(Base):
+    """Tags still to be written on an MLflow run (the write-back outbox): stored in the
+    same transaction as the reconciliation they report, deleted once MLflow accepts them,
+    so an outage or a kill between the commit and the write-back loses no tag."""
+
+    __tablename__ = "tag_outbox"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    estimate_id: Mapped[str] = mapped_column(ForeignKey("estimate.id"))
+    tags: Mapped[str] = mapped_column(Text)  # JSON object of tag name to value
+    pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
+    queued_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)

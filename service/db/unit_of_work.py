@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.db.engine import translate_error
 from service.db.factor_repositories import FactorSetRepository
+from service.db.outbox import OutboxRepository
 from service.db.pass_repositories import (
     PassRepository,
     ReconciliationRepository,
@@ -37,6 +38,7 @@ class SqlUnitOfWork:
         self.passes = PassRepository(self.session)
         self.watermarks = WatermarkRepository(self.session)
         self.factor_sets = FactorSetRepository(self.session)
+        self.outbox = OutboxRepository(self.session)
         return self
 
     def __exit__(

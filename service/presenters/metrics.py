@@ -43,6 +43,11 @@ def metrics_response(snap: Snapshot) -> tuple[bytes, str]:
     gauge("reckon_reconciliations", "Estimates reconciled so far.", snap.reconciliations)
     gauge("reckon_skipped_runs", "Runs skipped with a recorded reason so far.", snap.skips)
     gauge(
+        "reckon_tags_pending",
+        "Result tags owed to MLflow runs (write-back outbox); retried by every pass.",
+        snap.tags_pending,
+    )
+    gauge(
         "reckon_median_abs_error_pct",
         f"Median absolute % error of the last {snap.median_window} reconciliations.",
         snap.median_abs_error_pct,

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import requests
 from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import (
@@ -16,9 +17,10 @@ from demo.mlflow_server import (
     create_runs,
     free_port,
     make_training_run,
+    to_ms,
     unique_name,
 )
-from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
+from service.domain import ESTIMATE_TAG, NotFoundError, ObservedRun, ScanWindow, UnavailableError
 from service.mlflow_source import MlflowRunSource
 
 pytestmark = pytest.mark.mlflow
@@ -410,10 +412,52 @@ def test_a_client_error_is_not_retried(mlflow_server: MlflowServer) -> None:
     runs = source(mlflow_server.uri, [], retries=3, backoff_seconds=5.0)
 
     started = time.monotonic()
-    with pytest.raises(UnavailableError, match="set tags"):
+    with pytest.raises(NotFoundError, match="refuses tags on run"):
         runs.set_tags("0" * 32, {"reckon.x": "1"})
 
     assert time.monotonic() - started < 5  # a retry would have slept 5 s
+
+
+def test_tags_on_a_deleted_run_are_refused_for_good_and_a_dead_server_is_unavailable(
+    mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    run_id = finished_at(mlflow_client, experiment_id, T0)
+    mlflow_client.delete_run(run_id)
+    with pytest.raises(NotFoundError):  # the outbox drops it: no pass can ever write it
+        source(mlflow_server.uri, [experiment_id]).set_tags(run_id, {"reckon.x": "1"})
+    dead = source(f"http://127.0.0.1:{free_port()}", [experiment_id], retries=3)
+    started = time.monotonic()
+    with pytest.raises(UnavailableError, match="set tags"):
+        dead.set_tags(run_id, {"reckon.x": "1"})
+    assert time.monotonic() - started < 10  # no retry loop of its own: the outbox retries
+
+
+def test_a_start_time_of_zero_is_no_start_time(
+    mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    # The client turns start_time=0 into "now"; the REST API stores what it is sent.
+    created = requests.post(
+        f"{mlflow_server.uri}/api/2.0/mlflow/runs/create",
+        json={"experiment_id": experiment_id, "start_time": 0,
+              "tags": [{"key": ESTIMATE_TAG, "value": "est-1"}]},
+        timeout=10,
+    )  # fmt: skip
+    run_id = created.json()["run"]["info"]["run_id"]
+    mlflow_client.set_terminated(run_id, "FINISHED", end_time=to_ms(T0))
+
+    (run,) = source(mlflow_server.uri, [experiment_id]).terminated_runs(EVERYTHING)
+
+    assert run.run_id == run_id and run.started_at is None and run.ended_at == T0
+
+
+def test_the_late_arrival_probe_returns_the_latest_ends_first(
+    mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    ids = [finished_at(mlflow_client, experiment_id, T0 + timedelta(minutes=i)) for i in range(5)]
+
+    probe = source(mlflow_server.uri, [experiment_id]).latest_terminated_runs(EVERYTHING, 3)
+
+    assert [run.run_id for run in probe] == ids[::-1][:3]
 
 
 def test_mlflow_stopping_mid_scan_raises_unavailable_and_a_rescan_sees_everything(

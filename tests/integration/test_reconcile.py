@@ -207,10 +207,11 @@ def test_a_late_arrival_inside_the_lookback_is_still_reconciled(
 def test_running_runs_wait_and_bad_runs_are_skipped_with_reasons(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
-    waiting = save_seed_estimate(engine)
-    nan_throughput = save_seed_estimate(engine)
-    owner = save_seed_estimate(engine)
-    other = save_seed_estimate(engine)
+    # 4096 GPUs: the one-day runs below are then physically plausible for these estimates.
+    waiting = save_seed_estimate(engine, gpus=4096)
+    nan_throughput = save_seed_estimate(engine, gpus=4096)
+    owner = save_seed_estimate(engine, gpus=4096)
+    other = save_seed_estimate(engine, gpus=4096)
     end = now() - HOUR
     day = timedelta(days=1)
     make_training_run(
@@ -277,6 +278,9 @@ class StopsMidScan:
             if index == 0:
                 self._server.stop()
             yield run
+
+    def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
+        return self._inner.latest_terminated_runs(window, limit)
 
     def runs_by_id(self, run_ids: list[str]) -> list[ObservedRun]:
         return self._inner.runs_by_id(run_ids)

@@ -52,6 +52,11 @@ def inputs(**overrides: Any) -> Any:
     return parse_inputs({**SEED_INPUTS, **overrides})
 
 
+def a_pass_sized_estimate(world: FakeWorld) -> str:
+    """The seed model on 1,484 GPUs: predicted 3.5 days, so a run of ~90 hours is plausible."""
+    return world.app.save(inputs(gpus=1484)).saved.id
+
+
 # --- which factors an estimate uses -----------------------------------------------------------
 
 
@@ -147,8 +152,8 @@ def test_the_seed_reconciliation_over_fakes_is_five_percent_over() -> None:
 
 def test_a_second_pass_over_the_same_runs_changes_nothing() -> None:
     world = a_world()
-    saved = world.app.save(inputs()).saved
-    world.source.runs.append(a_run("run-1", saved.id, 80))
+    estimate_id = a_pass_sized_estimate(world)
+    world.source.runs.append(a_run("run-1", estimate_id, 90))
 
     world.app.reconcile(trigger="test")
     again = world.app.reconcile(trigger="test", full=True)
@@ -159,18 +164,19 @@ def test_a_second_pass_over_the_same_runs_changes_nothing() -> None:
 @pytest.mark.parametrize(
     ("run", "reason"),
     [
-        (a_run("r", "nosuchestimate", 10), "unknown_estimate"),
-        (a_run("r", "{saved}", 10, started_at=None), "missing_start_time"),
-        (a_run("r", "{saved}", 10, ended_at=START - timedelta(hours=1)), "end_before_start"),
-        (a_run("r", "{saved}", 10, throughput=float("nan")), "bad_throughput"),
-        (a_run("r", "{saved}", 10, throughput=-5.0), "bad_throughput"),
+        (a_run("r", "nosuchestimate", 90), "unknown_estimate"),
+        (a_run("r", "{saved}", 90, started_at=None), "missing_start_time"),
+        (a_run("r", "{saved}", 90, ended_at=START - timedelta(hours=1)), "end_before_start"),
+        (a_run("r", "{saved}", 90, throughput=float("nan")), "bad_throughput"),
+        (a_run("r", "{saved}", 90, throughput=-5.0), "bad_throughput"),
+        (a_run("r", "{saved}", 0.01), "implausible_factors"),  # faster than the peak allows
     ],
 )
 def test_a_bad_run_is_skipped_with_its_reason(run: ObservedRun, reason: str) -> None:
     world = a_world()
-    saved = world.app.save(inputs()).saved
+    estimate_id = a_pass_sized_estimate(world)
     if run.estimate_id == "{saved}":
-        run = ObservedRun(**{**run.__dict__, "estimate_id": saved.id})
+        run = ObservedRun(**{**run.__dict__, "estimate_id": estimate_id})
     world.source.runs.append(run)
 
     outcome = world.app.reconcile(trigger="test")
@@ -181,14 +187,13 @@ def test_a_bad_run_is_skipped_with_its_reason(run: ObservedRun, reason: str) -> 
 
 def test_a_manual_link_wins_over_a_conflicting_tag() -> None:
     world = a_world()
-    linked = world.app.save(inputs()).saved
-    tagged = world.app.save(inputs()).saved
-    world.app.link(linked.id, "run-1")
-    world.source.runs.append(a_run("run-1", tagged.id, 80))
+    linked, tagged = a_pass_sized_estimate(world), a_pass_sized_estimate(world)
+    world.app.link(linked, "run-1")
+    world.source.runs.append(a_run("run-1", tagged, 90))
 
     outcome = world.app.reconcile(trigger="test")
 
-    assert [item.estimate_id for item in outcome.reconciled] == [linked.id]
+    assert [item.estimate_id for item in outcome.reconciled] == [linked]
     assert [skip.reason for skip in outcome.skipped] == ["claimed_by_two_estimates"]
 
 
