@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from service import flops
+from service import comparison, flops
 from service.domain import (
     ConflictError,
     Estimate,
@@ -21,6 +21,7 @@ from service.domain import (
     NotFoundError,
     Plan,
     Recompute,
+    Reconciliation,
     SavedEstimate,
     SensitivityRow,
 )
@@ -176,6 +177,27 @@ def link(uow: UnitOfWork, estimate_id: str, run_id: str, *, now: datetime) -> bo
         uow.links.add(estimate_id, run_id, "manual", now)
         uow.commit()
     return True
+
+
+def unlink(
+    uow: UnitOfWork, estimate_id: str, run_id: str, *, now: datetime
+) -> Reconciliation | None:
+    """Undo a link. The estimate's reconciliation is recomputed from its remaining runs
+    (and forgotten when none of them has finished); returns the new one, if any."""
+    with uow:
+        saved = uow.estimates.get(estimate_id)
+        if saved is None:
+            raise NotFoundError(f"no estimate with id {estimate_id!r}")
+        if not uow.links.remove(estimate_id, run_id):
+            raise NotFoundError(f"run {run_id} is not linked to estimate {estimate_id}")
+        remaining = uow.runs.for_estimates([estimate_id]).get(estimate_id, [])
+        result = comparison.reconcile(saved, remaining)
+        if result is None:
+            uow.reconciliations.delete([estimate_id])
+        else:
+            uow.reconciliations.save_many([result], pass_id=None, now=now)
+        uow.commit()
+    return result
 
 
 def show(uow: UnitOfWork, estimate_id: str) -> tuple[SavedEstimate, list[str]]:

@@ -306,6 +306,11 @@ class MlflowRunSource:
                 f"MLflow at {self._uri} refuses tags on run {run_id}: {self._reason(error)}"
             ) from None
 
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self._call(
+            f"remove tag {key} from run {run_id}", lambda: self._client.delete_tag(run_id, key)
+        )
+
     def ping(self) -> None:
         """Raise UnavailableError unless the server answers (for health checks)."""
         self._call(

@@ -48,6 +48,10 @@ class RunSource(Protocol):
         """Write tags back on a run (the reconciliation result)."""
         ...
 
+    def delete_tag(self, run_id: str, key: str) -> None:
+        """Remove one tag from a run (unlink removes the run's reckon.estimate_id)."""
+        ...
+
     def ping(self) -> None:
         """Raise UnavailableError unless the source answers."""
         ...
@@ -97,6 +101,10 @@ class LinkStore(Protocol):
         self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime
     ) -> None: ...
 
+    def remove(self, estimate_id: str, run_id: str) -> bool:
+        """Drop this link; False when there was none."""
+        ...
+
 
 class RunStore(Protocol):
     def upsert(self, runs: Sequence[ObservedRun], *, pass_id: int, seen_at: datetime) -> None: ...
@@ -122,8 +130,10 @@ class ReconciliationStore(Protocol):
     def for_estimates(self, estimate_ids: Sequence[str]) -> dict[str, Reconciliation]: ...
 
     def save_many(
-        self, items: Sequence[Reconciliation], *, pass_id: int, now: datetime
-    ) -> None: ...
+        self, items: Sequence[Reconciliation], *, pass_id: int | None, now: datetime
+    ) -> None:
+        """`pass_id` None: written outside a pass (an unlink recomputing one)."""
+        ...
 
     def history(
         self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None
@@ -132,6 +142,10 @@ class ReconciliationStore(Protocol):
     def count(self) -> int: ...
 
     def recent_abs_errors(self, limit: int) -> list[float]: ...
+
+    def delete(self, estimate_ids: Sequence[str]) -> None:
+        """Forget these estimates' reconciliations (their runs were unlinked)."""
+        ...
 
 
 class SkipStore(Protocol):

@@ -45,6 +45,17 @@ class Sensitivity:
 
 
 @dataclass(frozen=True)
+class Unlinked:
+    """What `unlink` did: the MLflow tag removed or not, and the estimate's reconciliation
+    recomputed from its remaining runs (None: none of them has finished)."""
+
+    estimate_id: str
+    run_id: str
+    tag_removed: bool
+    reconciliation: Reconciliation | None
+
+
+@dataclass(frozen=True)
 class EstimateDetail:
     saved: SavedEstimate
     run_ids: list[str]

@@ -17,6 +17,7 @@ from service.app import Adapters, Policy, Reckon
 from service.bootstrap import SystemClock
 from service.calibration import FactorSet, Observation, ObservationArrays
 from service.domain import (
+    ESTIMATE_TAG,
     TERMINAL_STATUSES,
     ObservedRun,
     PassRecord,
@@ -125,11 +126,17 @@ class _Links:
         return sorted(r for r, (e, _source) in self.state.links.items() if e == estimate_id)
 
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
-        self.state.links[run_id] = (estimate_id, source)
+        self.add_many([(estimate_id, run_id)], source, created_at)
 
     def add_many(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
-        for estimate_id, run_id in pairs:
-            self.add(estimate_id, run_id, source, created_at)
+        for estimate_id, run_id in pairs:  # a run already linked keeps its estimate
+            self.state.links.setdefault(run_id, (estimate_id, source))
+
+    def remove(self, estimate_id: str, run_id: str) -> bool:
+        if self.estimate_for_run(run_id) != estimate_id:
+            return False
+        del self.state.links[run_id]
+        return True
 
 
 @dataclass
@@ -186,7 +193,9 @@ class _Reconciliations:
         known = self.state.reconciliations
         return {i: known[i] for i in estimate_ids if i in known}
 
-    def save_many(self, items: Sequence[Reconciliation], *, pass_id: int, now: datetime) -> None:
+    def save_many(
+        self, items: Sequence[Reconciliation], *, pass_id: int | None, now: datetime
+    ) -> None:
         for item in items:
             self.state.reconciliations[item.estimate_id] = item
             self.state.reconciled_at[item.estimate_id] = now
@@ -206,6 +215,10 @@ class _Reconciliations:
 
     def recent_abs_errors(self, limit: int) -> list[float]:
         return [item.abs_error_pct for item in self.history(limit=limit)]
+
+    def delete(self, estimate_ids: Sequence[str]) -> None:
+        for estimate_id in estimate_ids:
+            self.state.reconciliations.pop(estimate_id, None)
 
 
 @dataclass
@@ -401,6 +414,16 @@ class FakeRunSource:
         self.tag_calls += 1
         self._check()
         self.tags.setdefault(run_id, {}).update(tags)
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self._check()
+        self.tags.get(run_id, {}).pop(key, None)
+        self.runs = [
+            dataclasses.replace(run, estimate_id=None)
+            if run.run_id == run_id and key == ESTIMATE_TAG
+            else run
+            for run in self.runs
+        ]
 
     def ping(self) -> None:
         self._check()

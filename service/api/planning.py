@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from service.api.deps import GUARDED, App
 from service.api.models import EstimateBody, EstimateQuery, PlanQuery
@@ -66,3 +67,30 @@ def get_plan(
 @router.get("/v1/sensitivity", summary="Wall time as the inputs vary")
 def get_sensitivity(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
     return json_views.sensitivity_view(app.sensitivity(parse_inputs(query.model_dump()), {}))
+
+
+class LinkBody(BaseModel):
+    """POST /v1/estimates/{id}/runs: link this MLflow run (`force`: without asking MLflow)."""
+
+    run_id: str = Field(min_length=1)
+    force: bool = False
+
+
+@router.post(
+    "/v1/estimates/{estimate_id}/runs",
+    status_code=201,
+    dependencies=GUARDED,
+    summary="Link an MLflow run to the estimate (404 if the run does not exist)",
+)
+def link_run(app: App, estimate_id: str, body: LinkBody) -> JSON:
+    created = app.link(estimate_id, body.run_id, force=body.force)
+    return {**json_views.detail_view(app.estimate_detail(estimate_id)), "created": created}
+
+
+@router.delete(
+    "/v1/estimates/{estimate_id}/runs/{run_id}",
+    dependencies=GUARDED,
+    summary="Unlink a run (its reckon.estimate_id tag is removed unless force)",
+)
+def unlink_run(app: App, estimate_id: str, run_id: str, force: bool = False) -> JSON:
+    return json_views.unlinked_view(app.unlink(estimate_id, run_id, force=force))

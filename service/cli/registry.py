@@ -34,13 +34,34 @@ def record(
     click.echo(f"tag the training run with: {saved.mlflow_tag}", err=True)
 
 
+FORCE_LINK = "Do not ask MLflow whether the run exists (it cannot be reached, or not yet)."
+FORCE_UNLINK = (
+    "Do not touch MLflow: the run keeps its reckon.estimate_id tag, so the next pass links "
+    "it again unless the tag is removed."
+)
+
+
 @cli.command()
 @click.argument("estimate_id")
 @click.argument("run_id")
-def link(estimate_id: str, run_id: str) -> None:
-    """Link an MLflow run to an estimate after the fact."""
-    created = application().link(estimate_id, run_id)
+@click.option("--force", is_flag=True, help=FORCE_LINK)
+def link(estimate_id: str, run_id: str, force: bool) -> None:
+    """Link an MLflow run to an estimate after the fact. The run must exist in MLflow (exit
+    3 if not, 5 if MLflow cannot be asked) unless --force."""
+    created = application().link(estimate_id, run_id, force=force)
     click.echo(f"linked run {run_id} to estimate {estimate_id}" if created else "already linked")
+
+
+@cli.command()
+@click.argument("estimate_id")
+@click.argument("run_id")
+@click.option("--force", is_flag=True, help=FORCE_UNLINK)
+@json_option
+def unlink(estimate_id: str, run_id: str, force: bool, as_json: bool) -> None:
+    """Undo a link: the run no longer counts for the estimate, its reckon.estimate_id tag is
+    removed in MLflow, and the estimate's reconciliation is recomputed from its other runs."""
+    done = application().unlink(estimate_id, run_id, force=force)
+    output(as_json, done, json_views.unlinked_view, text.unlinked_text)
 
 
 @cli.group(name="estimates")

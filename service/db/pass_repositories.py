@@ -163,7 +163,9 @@ class ReconciliationRepository:
         )
         return {row.estimate_id: _reconciliation(row) for row in rows}
 
-    def save_many(self, items: Sequence[Reconciliation], *, pass_id: int, now: datetime) -> None:
+    def save_many(
+        self, items: Sequence[Reconciliation], *, pass_id: int | None, now: datetime
+    ) -> None:
         """Insert, or update in place when an estimate's runs changed (one row per estimate;
         `created_at` keeps the first time)."""
         rows = [
@@ -204,6 +206,14 @@ class ReconciliationRepository:
             .limit(limit)
         )
         return list(rows)
+
+    def delete(self, estimate_ids: Sequence[str]) -> None:
+        if estimate_ids:
+            self._session.execute(
+                delete(ReconciliationRow).where(
+                    ReconciliationRow.estimate_id.in_(list(estimate_ids))
+                )
+            )
 
 
 def _reconciliation_values(item: Reconciliation) -> dict[str, object]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Table, inspect, select
+from sqlalchemy import Table, delete, inspect, select
 from sqlalchemy.orm import Session
 
 from service import bounds
@@ -94,6 +94,14 @@ class RunLinkRepository:
 
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
         self.add_many([(estimate_id, run_id)], source, created_at)
+
+    def remove(self, estimate_id: str, run_id: str) -> bool:
+        result = self._session.execute(
+            delete(RunLinkRow).where(
+                RunLinkRow.estimate_id == estimate_id, RunLinkRow.run_id == run_id
+            )
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def add_many(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
         """Link (estimate id, run id) pairs; a run already linked keeps its estimate."""

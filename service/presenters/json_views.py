@@ -30,6 +30,7 @@ from service.results import (
     Jobs,
     SavedAnswer,
     Sensitivity,
+    Unlinked,
 )
 from service.units import format_duration
 
@@ -304,6 +305,16 @@ def answer_view(answer: Answer) -> JSON:
 def saved_answer_view(item: SavedAnswer) -> JSON:
     """`reckon estimate --save --json` and POST /v1/estimates: the answer and its identity."""
     return {**answer_view(item.answer), **saved_view(item.saved, [])}
+
+
+def unlinked_view(done: Unlinked) -> JSON:
+    item = done.reconciliation
+    return {
+        "estimate_id": done.estimate_id,
+        "run_id": done.run_id,
+        "tag_removed": done.tag_removed,
+        "reconciliation": None if item is None else reconciliation_view(item),
+    }
 
 
 def detail_view(detail: EstimateDetail) -> JSON:

@@ -24,6 +24,7 @@ from service.results import (
     FactorsAnswer,
     SavedAnswer,
     Sensitivity,
+    Unlinked,
 )
 from service.units import format_duration
 
@@ -320,3 +321,18 @@ def import_text(outcome: ImportOutcome) -> str:
     if outcome.pass_status == "locked":
         lines.append("another pass holds the lock: the next pass reconciles these estimates")
     return "\n".join(lines)
+
+
+def unlinked_text(done: Unlinked) -> str:
+    tag = (
+        "; its reckon.estimate_id tag was removed"
+        if done.tag_removed
+        else "; MLflow was not changed"
+    )
+    item = done.reconciliation
+    after = (
+        "no finished run remains: the estimate is unreconciled"
+        if item is None
+        else f"now {human_line(item.predicted_seconds, item.observed_seconds)}"
+    )
+    return f"unlinked run {done.run_id} from estimate {done.estimate_id}{tag}\n{after}"

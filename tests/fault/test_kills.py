@@ -18,6 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine, func, select
 
+from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, RunSpec, create_runs
 from service import estimates
 from service.bootstrap import SystemClock
 from service.db import locks
@@ -28,7 +29,6 @@ from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 from tests.fault.entry import ROOT
-from tests.integration.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, RunSpec, create_runs
 
 pytestmark = pytest.mark.mlflow
 

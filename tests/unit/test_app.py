@@ -14,6 +14,7 @@ from service.domain import (
     InputError,
     NotFoundError,
     ObservedRun,
+    UnavailableError,
 )
 from service.inputs import parse_inputs
 from tests.builders import SEED_INPUTS
@@ -122,6 +123,7 @@ def test_linking_rules() -> None:
     world = a_world()
     first = world.app.save(inputs()).saved
     second = world.app.save(inputs()).saved
+    world.source.runs += [a_run("run-1", None, 90), a_run("run-2", None, 90)]
 
     assert world.app.link(first.id, "run-1") is True
     assert world.app.link(first.id, "run-1") is False  # the same pair again: a no-op
@@ -132,6 +134,57 @@ def test_linking_rules() -> None:
     with pytest.raises(InputError):
         world.app.link(first.id, "  ")
     assert world.app.estimate_detail(first.id).run_ids == ["run-1"]
+
+
+def test_a_link_to_a_run_mlflow_does_not_have_is_refused_unless_forced() -> None:
+    world = a_world()
+    saved = world.app.save(inputs()).saved
+
+    with pytest.raises(NotFoundError, match="no MLflow run 'not-a-run'"):
+        world.app.link(saved.id, "not-a-run")
+    world.source.down = True
+    with pytest.raises(UnavailableError):
+        world.app.link(saved.id, "not-a-run")
+
+    assert world.app.link(saved.id, "not-a-run", force=True) is True
+    assert world.app.estimate_detail(saved.id).run_ids == ["not-a-run"]
+
+
+def test_unlink_removes_the_tag_and_recomputes_from_the_remaining_runs() -> None:
+    world = a_world()
+    estimate_id = a_pass_sized_estimate(world)
+    world.source.runs += [
+        a_run("first", estimate_id, 40, status="FAILED"),
+        a_run("second", estimate_id, 90),
+    ]
+    world.app.reconcile(trigger="test")
+    (before,) = world.app.history()
+
+    done = world.app.unlink(estimate_id, "first")
+    (after,) = world.app.history()
+    again = world.app.reconcile(trigger="test", full=True)
+
+    assert before.failed_segments == 1 and after.failed_segments == 0
+    assert done.tag_removed and after.run_ids == ("second",)
+    assert again.reconciled == [] and world.app.estimate_detail(estimate_id).run_ids == ["second"]
+
+
+def test_unlink_changes_nothing_when_mlflow_is_down_unless_forced() -> None:
+    world = a_world()
+    estimate_id = a_pass_sized_estimate(world)
+    world.source.runs.append(a_run("only", estimate_id, 90))
+    world.app.reconcile(trigger="test")
+    world.source.down = True
+
+    with pytest.raises(UnavailableError):
+        world.app.unlink(estimate_id, "only")
+    assert world.app.estimate_detail(estimate_id).run_ids == ["only"]
+
+    done = world.app.unlink(estimate_id, "only", force=True)
+    assert not done.tag_removed and done.reconciliation is None
+    assert world.app.history() == [] and world.app.estimate_detail(estimate_id).run_ids == []
+    with pytest.raises(NotFoundError, match="not linked"):
+        world.app.unlink(estimate_id, "only", force=True)
 
 
 # --- the pass -------------------------------------------------------------------------------------
@@ -188,8 +241,8 @@ def test_a_bad_run_is_skipped_with_its_reason(run: ObservedRun, reason: str) -> 
 def test_a_manual_link_wins_over_a_conflicting_tag() -> None:
     world = a_world()
     linked, tagged = a_pass_sized_estimate(world), a_pass_sized_estimate(world)
-    world.app.link(linked, "run-1")
     world.source.runs.append(a_run("run-1", tagged, 90))
+    world.app.link(linked, "run-1")
 
     outcome = world.app.reconcile(trigger="test")
 
