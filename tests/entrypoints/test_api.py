@@ -162,3 +162,23 @@ def test_state_changing_routes_need_the_token_when_one_is_set(guarded_api: TestC
     # Reads stay open: dashboards and planners need no token.
     assert guarded_api.get("/v1/estimate", params=SEED).status_code == 200
     assert guarded_api.get("/v1/history").status_code == 200
+
+
+def test_runs_are_linked_and_unlinked_over_http(
+    api: TestClient, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    estimate_id = api.post("/v1/estimates", json={**SEED, "gpus": 2048}).json()["id"]
+    end = datetime.now(UTC) - timedelta(hours=1)
+    run_id = make_training_run(
+        mlflow_client, experiment_id, start=end - timedelta(hours=9), end=end
+    )
+
+    missing = api.post(f"/v1/estimates/{estimate_id}/runs", json={"run_id": "nope"})
+    linked = api.post(f"/v1/estimates/{estimate_id}/runs", json={"run_id": run_id})
+    unlinked = api.delete(f"/v1/estimates/{estimate_id}/runs/{run_id}")
+    again = api.delete(f"/v1/estimates/{estimate_id}/runs/{run_id}")
+
+    assert missing.status_code == 404 and "nope" in missing.json()["detail"]
+    assert linked.status_code == 201 and linked.json()["run_ids"] == [run_id]
+    assert unlinked.status_code == 200 and unlinked.json()["tag_removed"] is False
+    assert again.status_code == 404

@@ -96,3 +96,35 @@ def test_a_reconcile_that_finds_another_pass_running_exits_4_with_one_line(
     assert code == 4 and captured.out == ""
     assert captured.err.strip().count("\n") == 0
     assert "another reconcile pass is running" in captured.err
+
+
+def test_link_checks_the_run_exists_and_unlink_removes_its_tag(
+    reckon_env: str,
+    mlflow_client: MlflowClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    estimate_id = str(save(capsys, gpus="2048")["id"])
+    end = datetime.now(UTC) - timedelta(hours=1)
+    run_id = make_training_run(
+        mlflow_client, reckon_env, start=end - timedelta(hours=12), end=end,
+        tags={ESTIMATE_TAG: estimate_id},
+    )  # fmt: skip
+
+    missing = main(["link", estimate_id, "not-a-run"])
+    missing_err = capsys.readouterr().err
+    assert missing == 3 and "no MLflow run 'not-a-run'" in missing_err
+    assert main(["link", estimate_id, run_id]) == 0
+    capsys.readouterr()
+
+    assert main(["unlink", estimate_id, run_id, "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["tag_removed"] is True
+    assert ESTIMATE_TAG not in mlflow_client.get_run(run_id).data.tags
+    assert main(["reconcile", "--full", "--json"]) == 0  # the tag is gone: no re-link
+    assert json.loads(capsys.readouterr().out)["reconciled"] == 0
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    down = main(["link", estimate_id, run_id])
+    assert down == 5 and "--force" not in capsys.readouterr().out
+    assert main(["link", estimate_id, run_id, "--force"]) == 0
