@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from service import calibration
-from service.calibration import FitParameters, Prior
+from service import backtest
+from service.factor_model import FitParameters, Prior
 from service.domain import InputError, Reconciliation
 from service.ports import UnitOfWork
 
@@ -63,7 +63,7 @@ def accuracy(
     raw = {item.estimate_id: _raw_point(item) for item in history}
     calibrated: dict[str, _Point] = {}
     if len(data):
-        detail = calibration.backtest_targets(
+        detail = backtest.backtest_targets(
             data, since, prior, params, max_targets=MAX_CALIBRATED_TARGETS
         )
         for row, log_ratio, inside in zip(

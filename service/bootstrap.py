@@ -12,8 +12,8 @@ from functools import cached_property
 
 from sqlalchemy import Engine
 
-from service import accuracy, calibration, dashboard, estimates, priors, queries, reconcile, running
-from service.calibration import FitParameters, Prior
+from service import accuracy, dashboard, estimates, factor_model, priors, queries, reconcile, running
+from service.factor_model import FitParameters, Prior
 from service.config import Settings
 from service.db import locks, migrate
 from service.db.engine import make_engine
@@ -127,7 +127,7 @@ class Container:
         if chosen is None:
             if version is not None:
                 raise NotFoundError(f"no factor set with version {version}")
-            prior_set = {calibration.PRIOR_KEY: calibration.prior_factors(self.prior)}
+            prior_set = {factor_model.PRIOR_KEY: factor_model.prior_factors(self.prior)}
             return {
                 "version": None,
                 "active": False,

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, Self
 
-from service.calibration import FactorSet, ObservationArrays
+from service.factor_model import FactorSet
+from service.observations import ObservationArrays
 from service.domain import (
     ObservedRun,
     PassRecord,

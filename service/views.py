@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from service.calibration import FactorSet, SegmentFactors
+from service.factor_model import FactorSet, SegmentFactors
 from service.comparison import human_line
 from service.domain import (
     Estimate,
@@ -247,6 +247,7 @@ def calibrated_view(result: Calibrated) -> JSON:
         "factor_segment": factors.segment,
         "factor_n": factors.n,
         "combined_only": factors.combined_only,
+        "fallback": factors.fallback,
     }
 
 
