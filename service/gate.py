@@ -12,12 +12,16 @@ Per segment. For every key of the candidate below "*" with at least FALLBACK_MIN
 backtest targets of its own (targets whose gpu, gpu/precision or gpu/precision/recompute is
 the key), if the calibrated predictions' median absolute error is worse than raw's there,
 the key falls back: stored with the raw factors, the prior's spread and `fallback` set, so
-estimates use the planner's factors and say so.
+estimates use the planner's factors and say so. When the candidate still loses to raw
+overall, the fitted set is not activated; instead a set with every segment fallen back (raw
+everywhere, flagged) replaces the active set if that one loses to raw as well (or there is
+none), so planners are never left on a set the backtest shows worse than not calibrating.
 
 Activation. "Beats" means no worse on median absolute error. The candidate (fallbacks
 applied) must beat raw on every target and the active set on the targets that started
 after the active set was made (only those did it predict blind). With no targets at all
-there is nothing to judge by, and the newer data win.
+nothing shows that it beats raw, so it is not activated (estimates keep the prior or the
+active set until runs that can be predicted blind arrive).
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ from service.robust import BoolArray, FloatArray, IntArray
 
 FALLBACK_MIN_TARGETS = 3
 _TIE = 1e-9
+_WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
+_RAW_EVERYWHERE = (
+    "calibrated backtest worse than raw, and so is the active set: every segment falls back"
+)
 
 
 @dataclass(frozen=True)
@@ -87,14 +95,7 @@ def assess(
     fallbacks = _fallbacks(calibrated, keys_of, detail.log_ratio, raw_log_ratio)
     segments = dict(calibrated)
     for key in fallbacks:
-        entry = calibrated[key]
-        segments[key] = replace(
-            raw_factors(key, entry.level, raw, prior),
-            n=entry.n,
-            n_throughput=entry.n_throughput,
-            combined_only=entry.combined_only,
-            fallback=True,
-        )
+        segments[key] = _fallen_back(calibrated[key], raw, prior)
     use_raw = _falls_back(segments, targets)
     log_ratio = np.where(use_raw, raw_log_ratio, detail.log_ratio)
     inside = np.where(use_raw, raw_inside, cal_inside)
@@ -108,8 +109,35 @@ def assess(
     if active is not None:
         active_score = score_fixed(active, targets.take(np.flatnonzero(recent)))
     activate, reason = _decide(candidate, raw_score, candidate_recent, active_score)
+    if not activate and reason == _WORSE_THAN_RAW:
+        # Calibration loses to raw overall: the set stored says so on every segment and
+        # predicts raw; it replaces the active set only where that one loses to raw too.
+        segments = {
+            key: entry if key == PRIOR_KEY else _fallen_back(entry, raw, prior)
+            for key, entry in segments.items()
+        }
+        fallbacks = tuple(key for key in segments if key != PRIOR_KEY)
+        raw_recent = _score(raw_log_ratio[recent], raw_inside[recent])
+        active_loses = (
+            active_score is None
+            or active_score.median_ape is None
+            or raw_recent.median_ape is None
+            or active_score.median_ape > raw_recent.median_ape * (1 + _TIE)
+        )
+        if active_loses:
+            activate, reason = True, _RAW_EVERYWHERE
     return Assessment(
         segments, candidate, raw_score, candidate_recent, active_score, fallbacks, activate, reason
+    )
+
+
+def _fallen_back(entry: SegmentFactors, raw: Factors, prior: Prior) -> SegmentFactors:
+    return replace(
+        raw_factors(entry.segment, entry.level, raw, prior),
+        n=entry.n,
+        n_throughput=entry.n_throughput,
+        combined_only=entry.combined_only,
+        fallback=True,
     )
 
 
@@ -120,9 +148,9 @@ def _decide(
     active: BacktestResult | None,
 ) -> tuple[bool, str]:
     if candidate.median_ape is None or raw.median_ape is None:
-        return True, "no backtest targets to judge by"
+        return False, "no backtest targets: nothing shows it beats raw"
     if candidate.median_ape > raw.median_ape * (1 + _TIE):
-        return False, "backtest worse than the uncalibrated prediction"
+        return False, _WORSE_THAN_RAW
     if (
         active is not None
         and active.median_ape is not None

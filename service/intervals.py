@@ -28,8 +28,8 @@ from service.factor_model import ALL_KEY, PRIOR_KEY, Z90, SegmentFactors, parent
 from service.robust import FloatArray
 
 MIN_SCORES = 20
-PSEUDO_SCORES = 10.0
-MULTIPLIER_BOUNDS = (0.5, 4.0)
+PSEUDO_SCORES = 20.0
+MULTIPLIER_BOUNDS = (0.8, 4.0)
 
 
 @dataclass(frozen=True, eq=False)
