@@ -279,10 +279,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     pooled: list[Prediction] = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        predictions = replay(synthetic_jobs(seed), prior_from_runs(shipped_published_runs()), method)
+        predictions = replay(
+            synthetic_jobs(seed), prior_from_runs(shipped_published_runs()), method
+        )
         pooled.extend(predictions)
         halfway = runs_to_halfway(predictions)
-        lines.append(_row(str(seed), score(predictions), f" {halfway if halfway is not None else 'never'} |"))
+        lines.append(
+            _row(str(seed), score(predictions), f" {halfway if halfway is not None else 'never'} |")
+        )
         print(lines[-1], flush=True)
     lines.append(_row("**pooled**", score(pooled), " |"))
     straggler = [p for p in pooled if p.job.effective < 0.6 * p.job.oracle_effective]
@@ -297,7 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _row("the others", score(regular)),
     ]
     for segment in SEGMENTS:
-        mine = [p for p in pooled if (p.job.gpu, p.job.precision) == (segment.gpu, segment.precision)]
+        mine = [
+            p for p in pooled if (p.job.gpu, p.job.precision) == (segment.gpu, segment.precision)
+        ]
         lines.append(_row(f"{segment.gpu}/{segment.precision}", score(mine)))
     fallbacks = sum(p.fallback for p in pooled)
     lines += [

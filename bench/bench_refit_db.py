@@ -32,13 +32,13 @@ from bench.bench_refit import peak_rss_mb, synthetic_history
 from service import backtest as backtesting
 from service import factor_model, fit, refit
 from service.bootstrap import Container, build
-from service.factor_model import FactorSet
-from service.observations import ObservationArrays
 from service.config import Settings
 from service.db import migrate
 from service.db.engine import make_engine
 from service.db.tables import EstimateRow, FactorSetRow, ReconciliationRow, SegmentFactorRow
 from service.db.unit_of_work import SqlUnitOfWork
+from service.factor_model import FactorSet
+from service.observations import ObservationArrays
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 CHUNK = 20_000

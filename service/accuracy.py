@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service import backtest
-from service.factor_model import FitParameters, Prior
 from service.domain import InputError, Reconciliation
+from service.factor_model import FitParameters, Prior
 from service.ports import UnitOfWork
 
 GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {

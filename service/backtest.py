@@ -13,6 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
+from service.domain import require_positive
 from service.factor_model import (
     NEGLIGIBLE_HALF_LIVES,
     PRIOR_KEY,
@@ -24,12 +25,10 @@ from service.factor_model import (
     lookup,
     prior_factors,
 )
-from service.domain import require_positive
 from service.fit import fit_weighted, recency_weights
 from service.intervals import Residuals
 from service.observations import Observation, ObservationArrays, as_arrays
 from service.robust import BoolArray, FloatArray, IntArray
-
 
 
 def backtest(

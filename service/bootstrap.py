@@ -12,8 +12,16 @@ from functools import cached_property
 
 from sqlalchemy import Engine
 
-from service import accuracy, dashboard, estimates, factor_model, priors, queries, reconcile, running
-from service.factor_model import FitParameters, Prior
+from service import (
+    accuracy,
+    dashboard,
+    estimates,
+    factor_model,
+    priors,
+    queries,
+    reconcile,
+    running,
+)
 from service.config import Settings
 from service.db import locks, migrate
 from service.db.engine import make_engine
@@ -26,6 +34,7 @@ from service.domain import (
     UnavailableError,
 )
 from service.estimates import Calibrated
+from service.factor_model import FitParameters, Prior
 from service.hardware import Catalog, build_catalog
 from service.mlflow_source import MlflowRunSource
 from service.ports import PassLock, UnitOfWork

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service import factor_model, flops
-from service.factor_model import Prior, SegmentFactors
 from service.domain import (
     ConflictError,
     Estimate,
@@ -27,6 +26,7 @@ from service.domain import (
     SavedEstimate,
     SensitivityRow,
 )
+from service.factor_model import Prior, SegmentFactors
 from service.hardware import PRECISIONS, Catalog, normalize_precision
 from service.ports import UnitOfWork
 

@@ -50,7 +50,7 @@ from service.intervals import calibrate, multipliers
 from service.observations import ObservationArrays
 from service.robust import BoolArray, FloatArray, IntArray
 
-FALLBACK_MIN_TARGETS = 3
+FALLBACK_MIN_TARGETS = 10
 _TIE = 1e-9
 _WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
 _RAW_EVERYWHERE = (
@@ -176,12 +176,12 @@ def _calibrated_inside(detail: TargetErrors) -> BoolArray:
 
 def _target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
     """Per target, the keys it belongs to below "*": gpu, gpu/precision[, /recompute]."""
-    result = []
+    result: list[tuple[str, ...]] = []
     for row in range(len(targets)):
         gpu = targets.gpu_names[int(targets.gpu[row])]
         precision = targets.precision_names[int(targets.precision[row])]
         recompute = targets.recompute_names[int(targets.recompute[row])]
-        keys = (gpu, f"{gpu}/{precision}")
+        keys: tuple[str, ...] = (gpu, f"{gpu}/{precision}")
         if recompute is not None:
             keys = (*keys, f"{gpu}/{precision}/{recompute}")
         result.append(keys)

@@ -7,8 +7,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, Self
 
-from service.factor_model import FactorSet
-from service.observations import ObservationArrays
 from service.domain import (
     ObservedRun,
     PassRecord,
@@ -17,6 +15,8 @@ from service.domain import (
     ScanWindow,
     Skip,
 )
+from service.factor_model import FactorSet
+from service.observations import ObservationArrays
 
 
 class RunSource(Protocol):

@@ -88,9 +88,7 @@ def refit(
             activated_at=now if activate else None,
             segments=verdict_of.segments,
             method=METHOD,
-            parameters={
-                name: float(value) for name, value in dataclasses.asdict(params).items()
-            },
+            parameters={name: float(value) for name, value in dataclasses.asdict(params).items()},
             provenance={
                 "reconciliations": len(data),
                 "first_estimate": estimate_ids[0],

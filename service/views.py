@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from service.factor_model import FactorSet, SegmentFactors
 from service.comparison import human_line
 from service.domain import (
     Estimate,
@@ -21,6 +20,7 @@ from service.domain import (
     fields_of,
 )
 from service.estimates import Calibrated
+from service.factor_model import FactorSet, SegmentFactors
 from service.hardware import GpuSpec
 from service.reconcile import PassOutcome
 from service.units import format_duration

@@ -22,10 +22,10 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from service.factor_model import FactorSet, Level, SegmentFactors
-from service.observations import ObservationArrays
 from service.db.tables import FactorSetRow, ReconciliationRow, SegmentFactorRow
 from service.domain import fields_of
+from service.factor_model import FactorSet, Level, SegmentFactors
+from service.observations import ObservationArrays
 from service.robust import FloatArray, IntArray
 
 _RECON = ReconciliationRow.__table__.c

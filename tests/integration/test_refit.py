@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
+from service import estimates
 from service.bootstrap import build
 from service.cli import main
 from service.config import Settings
@@ -143,3 +144,47 @@ def test_accuracy_shows_calibration_beating_the_raw_u_0_4_plans(
     assert 0.5 <= groups["a100-80gb"]["calibrated"]["coverage"] <= 1.0
     assert "2026-01" in table and "calibrated" in table
     assert main(["accuracy", "--by", "nonsense"]) == 2
+
+
+RAW_EXACT = [
+    Truth(gpu, "bf16", 0.40, 0.0)
+    for gpu in ("mi300x", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h200", "b200", "l40s")
+]
+
+
+def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
+    engine: Engine, database_url: str
+) -> None:
+    # Eight GPUs, two runs each, all running at what the raw default plans (u 0.4, f 0):
+    # nothing calibration can learn beats raw, and no segment has enough runs to be judged.
+    simulate(engine, RAW_EXACT, 2)
+    container = container_for(database_url)
+
+    outcome = container.refit()
+    document = container.factor_set(None)
+    answer = container.calibrated(a_request(gpu="h200"), None)
+    raw = estimates.compute(container.catalog, a_request(gpu="h200"))
+    container.close()
+
+    assert outcome.factor_set is not None
+    provenance = document["provenance"]
+    assert provenance["backtest_median_ape"] > provenance["backtest_raw_median_ape"]
+    live = [item for item in document["segments"] if item["segment"] != "prior"]
+    assert live and all(item["fallback"] for item in live)
+    # The planner gets raw (the request's own factors) and is told so.
+    assert answer.factors.fallback
+    assert answer.estimate.wall_seconds == pytest.approx(raw.wall_seconds)
+
+
+def test_a_set_that_beats_raw_is_activated_without_fallbacks(
+    engine: Engine, database_url: str
+) -> None:
+    simulate(engine, [A100, H100], 30)  # both far from the raw u = 0.4, f = 0
+    container = container_for(database_url)
+    outcome = container.refit()
+    container.close()
+
+    assert outcome.activated and outcome.factor_set is not None
+    assert not any(item.fallback for item in outcome.factor_set.segments.values())
+    provenance = outcome.factor_set.provenance
+    assert provenance["backtest_median_ape"] < provenance["backtest_raw_median_ape"]

@@ -49,8 +49,7 @@ def a_run(
 def test_a_segment_with_two_runs_gets_an_interval_at_least_as_wide_as_its_parents() -> None:
     rng = np.random.default_rng(3)
     history = [
-        a_run("a100-80gb", "bf16", day=d, u=0.42 * rng.lognormal(0, 0.3), f=0.12)
-        for d in range(30)
+        a_run("a100-80gb", "bf16", day=d, u=0.42 * rng.lognormal(0, 0.3), f=0.12) for d in range(30)
     ]
     # A parent whose runs scatter widely (as across organisations), and two runs that
     # happen to agree closely: their own spread says nothing about the next one.
@@ -67,9 +66,9 @@ def test_a_segment_with_two_runs_gets_an_interval_at_least_as_wide_as_its_parent
 def test_after_a_25_percent_step_the_factor_moves_halfway_within_five_runs() -> None:
     for seed in range(5):
         rng = np.random.default_rng(seed)
-        noise = lambda: float(rng.lognormal(0, 0.08))  # noqa: E731
-        before = [a_run(day=d, u=0.40 * noise(), f=0.15) for d in range(30)]
-        after = [a_run(day=30 + d, u=0.50 * noise(), f=0.15) for d in range(5)]
+        noise = rng.lognormal(0, 0.08, size=35)
+        before = [a_run(day=d, u=0.40 * noise[d], f=0.15) for d in range(30)]
+        after = [a_run(day=30 + d, u=0.50 * noise[30 + d], f=0.15) for d in range(5)]
 
         fitted = fit(before + after, PRIOR)["h100-sxm/bf16"]
 
@@ -85,10 +84,13 @@ def test_ten_percent_stragglers_move_the_fitted_overhead_by_less_than_two_points
             for d in range(30)
         ]
         throughput = [bool(rng.random() > 0.25) for _ in runs]
-        clean = [a_run(day=d, u=u, f=f, throughput=t) for (d, u, f), t in zip(runs, throughput)]
+        clean = [
+            a_run(day=d, u=u, f=f, throughput=t)
+            for (d, u, f), t in zip(runs, throughput, strict=True)
+        ]
         slowed = [
             a_run(day=d, u=u, f=f, slow=2.5 if d % 10 == 3 else 1.0, throughput=t)
-            for (d, u, f), t in zip(runs, throughput)
+            for (d, u, f), t in zip(runs, throughput, strict=True)
         ]
 
         without = fit(clean, PRIOR)["h100-sxm/bf16"]
