@@ -15,7 +15,7 @@ from datetime import datetime
 
 from service import backtest
 from service.domain import InputError, Reconciliation
-from service.factor_model import FitParameters, Prior
+from service.factor_model import FactorSet, FitParameters, Prior
 from service.ports import UnitOfWork
 
 GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
@@ -60,6 +60,7 @@ def accuracy(
     with uow:
         history = uow.reconciliations.history(since=since)
         data, estimate_ids = uow.factor_sets.observations()
+        active = uow.factor_sets.active()
     raw = {item.estimate_id: _raw_point(item) for item in history}
     calibrated: dict[str, _Point] = {}
     if len(data):
@@ -80,7 +81,11 @@ def accuracy(
         "since": None if since is None else since.isoformat(),
         "overall": _pair(history, raw, calibrated),
         "groups": [
-            {"group": name, **_pair(items, raw, calibrated)}
+            {
+                "group": name,
+                **_pair(items, raw, calibrated),
+                "fallback": _fallback(active, by, name),
+            }
             for name, items in sorted(groups.items())
         ],
     }
@@ -97,10 +102,28 @@ def _pair(
     items: list[Reconciliation], raw: dict[str, _Point], calibrated: dict[str, _Point]
 ) -> dict[str, object]:
     ids = [item.estimate_id for item in items]
+    raw_scores = _scores(raw[i] for i in ids)
+    calibrated_scores = _scores(calibrated[i] for i in ids if i in calibrated)
+    worse = (
+        raw_scores.median_ape is not None
+        and calibrated_scores.median_ape is not None
+        and calibrated_scores.median_ape > raw_scores.median_ape
+    )
     return {
-        "raw": _scores(raw[i] for i in ids).__dict__,
-        "calibrated": _scores(calibrated[i] for i in ids if i in calibrated).__dict__,
+        "raw": raw_scores.__dict__,
+        "calibrated": calibrated_scores.__dict__,
+        "calibrated_worse": worse,
     }
+
+
+def _fallback(active: FactorSet | None, by: str | None, group: str) -> bool | None:
+    """Whether the active set's entry for this gpu or gpu/precision[/recompute] fell back."""
+    if by not in ("gpu_type", "segment"):
+        return None
+    if active is None:
+        return False
+    entry = active.segments.get(group)
+    return entry is not None and entry.fallback
 
 
 def _scores(points: Iterable[_Point]) -> Scores:

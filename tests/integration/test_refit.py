@@ -142,6 +142,10 @@ def test_accuracy_shows_calibration_beating_the_raw_u_0_4_plans(
     assert groups["a100-80gb"]["raw"]["bias"] == pytest.approx(100 * (0.3 * 0.9 / 0.4 - 1), abs=4)
     assert groups["a100-80gb"]["raw"]["coverage"] is None  # raw plans had no range
     assert 0.5 <= groups["a100-80gb"]["calibrated"]["coverage"] <= 1.0
+    # Side by side, each with its n; a group is flagged only where calibration loses.
+    assert groups["a100-80gb"]["calibrated"]["n"] == groups["a100-80gb"]["raw"]["n"] == 30
+    assert groups["a100-80gb"]["calibrated_worse"] is False
+    assert groups["a100-80gb"]["fallback"] is False
     assert "2026-01" in table and "calibrated" in table
     assert main(["accuracy", "--by", "nonsense"]) == 2
 
@@ -171,6 +175,9 @@ def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
     assert provenance["backtest_median_ape"] > provenance["backtest_raw_median_ape"]
     live = [item for item in document["segments"] if item["segment"] != "prior"]
     assert live and all(item["fallback"] for item in live)
+    accuracy = container_for(database_url).accuracy_document("gpu_type", None)
+    assert all(group["fallback"] for group in accuracy["groups"])
+    assert accuracy["overall"]["calibrated_worse"] is True
     # The planner gets raw (the request's own factors) and is told so.
     assert answer.factors.fallback
     assert answer.estimate.wall_seconds == pytest.approx(raw.wall_seconds)
