@@ -6,9 +6,11 @@ log(observed/predicted wall) d, divided by that prediction's σ on d's side, is 
 conformity score of the level its factors came from. Per level the upper multiplier is the
 ⌈(n+1)·0.9⌉-th smallest score over Z90 and the lower one the ⌊(n+1)·0.1⌋-th, so that
 P10/P90 = P50·exp(∓Z90·σ·multiplier) would have held 80% of those targets; a level with
-fewer than MIN_SCORES targets borrows every level's scores, and the multiplier is blended
-with 1 by PSEUDO_SCORES (a few targets cannot say much). With fewer than MIN_SCORES scores
-in all, a multiplier never narrows the model's range (the floor for thin data). Stragglers
+fewer than MIN_SCORES targets borrows every level's scores. With fewer than MIN_SCORES
+scores in all, a multiplier never narrows the model's range (the floor for thin data), and
+no multiplier leaves MULTIPLIER_BOUNDS. PSEUDO_SCORES would blend a multiplier with 1; the
+harness showed that blending under-covers (with stragglers the upper multiplier belongs
+well above 1), so it is 0. Stragglers
 are left out of the fit's location and scale, so the upper multiplier is where their risk
 goes: slow runs widen P90, not P10.
 
@@ -28,7 +30,7 @@ from service.factor_model import ALL_KEY, PRIOR_KEY, Z90, SegmentFactors, parent
 from service.robust import FloatArray
 
 MIN_SCORES = 20
-PSEUDO_SCORES = 20.0
+PSEUDO_SCORES = 0.0
 MULTIPLIER_BOUNDS = (0.8, 4.0)
 
 

@@ -168,6 +168,7 @@ def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
     document = container.factor_set(None)
     answer = container.calibrated(a_request(gpu="h200"), None)
     raw = estimates.compute(container.catalog, a_request(gpu="h200"))
+    accuracy = container.accuracy_document("gpu_type", None)
     container.close()
 
     assert outcome.factor_set is not None
@@ -175,7 +176,6 @@ def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
     assert provenance["backtest_median_ape"] > provenance["backtest_raw_median_ape"]
     live = [item for item in document["segments"] if item["segment"] != "prior"]
     assert live and all(item["fallback"] for item in live)
-    accuracy = container_for(database_url).accuracy_document("gpu_type", None)
     assert all(group["fallback"] for group in accuracy["groups"])
     assert accuracy["overall"]["calibrated_worse"] is True
     # The planner gets raw (the request's own factors) and is told so.
