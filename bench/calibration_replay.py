@@ -124,7 +124,12 @@ def old_method() -> Method:
     """The refit before this change (huber-log-pooled-v1), for before/after tables."""
     import importlib
 
-    old: Any = importlib.import_module("service.calibration")
+    try:
+        old: Any = importlib.import_module("service.calibration")
+    except ModuleNotFoundError:
+        raise SystemExit(
+            "--method old needs the pre-change service.calibration (commit e4e2028) on the path"
+        ) from None
 
     def run(
         history: Sequence[Observation],
