@@ -29,14 +29,16 @@ import numpy as np
 from sqlalchemy import Engine, delete, func, insert, select
 
 from bench.bench_refit import peak_rss_mb, synthetic_history
-from service import calibration, refit
+from service import backtest as backtesting
+from service import factor_model, fit, refit
 from service.bootstrap import Container, build
-from service.calibration import FactorSet, ObservationArrays
 from service.config import Settings
 from service.db import migrate
 from service.db.engine import make_engine
 from service.db.tables import EstimateRow, FactorSetRow, ReconciliationRow, SegmentFactorRow
 from service.db.unit_of_work import SqlUnitOfWork
+from service.factor_model import FactorSet
+from service.observations import ObservationArrays
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 CHUNK = 20_000
@@ -128,7 +130,7 @@ def add_active_set(engine: Engine, container: Container, created_at: datetime) -
                 version=0,
                 created_at=created_at,
                 activated_at=created_at,
-                segments={calibration.PRIOR_KEY: calibration.prior_factors(container.prior)},
+                segments={factor_model.PRIOR_KEY: factor_model.prior_factors(container.prior)},
                 method="bench",
                 parameters={},
                 provenance={},
@@ -189,7 +191,7 @@ def main() -> None:
 
         # The parts alone (the same calls Container.refit makes).
         params = container.fit_parameters
-        horizon = NOW - timedelta(seconds=calibration.horizon_seconds(params))
+        horizon = NOW - timedelta(seconds=fit.horizon_seconds(params))
         found: list[ObservationArrays] = []
 
         def read() -> None:
@@ -199,13 +201,13 @@ def main() -> None:
         read_s = [timed(read) for _ in range(args.repeat)]
         data = found[-1]
         fit_s = [
-            timed(lambda: calibration.fit(data, container.prior, params, as_of=NOW))
+            timed(lambda: fit.fit(data, container.prior, params, as_of=NOW))
             for _ in range(args.repeat)
         ]
         after = NOW - timedelta(days=1)
 
         def backtest(cut: datetime | None) -> None:
-            calibration.backtest(
+            backtesting.backtest(
                 data, cut, container.prior, params,
                 max_targets=refit.BACKTEST_TARGETS, by_start=True,
                 history_rows=refit.BACKTEST_HISTORY_ROWS,

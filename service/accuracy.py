@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from service import calibration
-from service.calibration import FitParameters, Prior
+from service import backtest
 from service.domain import InputError, Reconciliation
+from service.factor_model import FactorSet, FitParameters, Prior
 from service.ports import UnitOfWork
 
 GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
@@ -61,12 +61,17 @@ def accuracy(
     if by is not None and by not in GROUPINGS:
         raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
     with uow:
-        history = uow.reconciliations.history(since=since)
+        everything = uow.reconciliations.history(since=since)
         data, estimate_ids = uow.factor_sets.observations()
-    raw = {item.estimate_id: _raw_point(item) for item in history}
+        active = uow.factor_sets.active()
+    # Retrospective estimates (`reckon import`) were never forecasts: the refit learns from
+    # them, but they are scored apart, so they cannot flatter (or spoil) the forecasts.
+    history = [item for item in everything if item.kind != "retrospective"]
+    retrospective = [item for item in everything if item.kind == "retrospective"]
+    raw = {item.estimate_id: _raw_point(item) for item in everything}
     calibrated: dict[str, _Point] = {}
     if len(data):
-        detail = calibration.backtest_targets(
+        detail = backtest.backtest_targets(
             data, since, prior, params, max_targets=MAX_CALIBRATED_TARGETS
         )
         for row, log_ratio, inside in zip(
@@ -83,9 +88,14 @@ def accuracy(
         "since": None if since is None else since.isoformat(),
         "overall": _pair(history, raw, calibrated),
         "groups": [
-            {"group": name, **_pair(items, raw, calibrated)}
+            {
+                "group": name,
+                **_pair(items, raw, calibrated),
+                "fallback": _fallback(active, by, name),
+            }
             for name, items in sorted(groups.items())
         ],
+        "retrospective": _pair(retrospective, raw, calibrated),
     }
 
 
@@ -100,10 +110,28 @@ def _pair(
     items: list[Reconciliation], raw: dict[str, _Point], calibrated: dict[str, _Point]
 ) -> dict[str, object]:
     ids = [item.estimate_id for item in items]
+    raw_scores = _scores(raw[i] for i in ids)
+    calibrated_scores = _scores(calibrated[i] for i in ids if i in calibrated)
+    worse = (
+        raw_scores.median_ape is not None
+        and calibrated_scores.median_ape is not None
+        and calibrated_scores.median_ape > raw_scores.median_ape
+    )
     return {
-        "raw": _scores(raw[i] for i in ids).__dict__,
-        "calibrated": _scores(calibrated[i] for i in ids if i in calibrated).__dict__,
+        "raw": raw_scores.__dict__,
+        "calibrated": calibrated_scores.__dict__,
+        "calibrated_worse": worse,
     }
+
+
+def _fallback(active: FactorSet | None, by: str | None, group: str) -> bool | None:
+    """Whether the active set's entry for this gpu or gpu/precision[/recompute] fell back."""
+    if by not in ("gpu_type", "segment"):
+        return None
+    if active is None:
+        return False
+    entry = active.segments.get(group)
+    return entry is not None and entry.fallback
 
 
 def _scores(points: Iterable[_Point]) -> Scores:

@@ -51,7 +51,7 @@ from service.results import (
 from service.units import parse_since
 
 if TYPE_CHECKING:
-    from service.calibration import FitParameters, Prior
+    from service.factor_model import FitParameters, Prior
     from service.importing import ImportOutcome
     from service.launch import LaunchOutcome
     from service.queries import Snapshot
@@ -358,7 +358,7 @@ class Reckon:
 
     @property
     def fit_parameters(self) -> FitParameters:
-        from service.calibration import FitParameters
+        from service.factor_model import FitParameters
 
         return FitParameters(half_life_days=self.policy.half_life_days)
 
@@ -387,7 +387,7 @@ class Reckon:
 
     def factors(self, version: int | None = None) -> FactorsAnswer:
         """The active factor set, or the one pinned by `version`."""
-        from service import calibration
+        from service import factor_model
 
         with self._adapters.reader() as uow:
             active = uow.factor_sets.active()
@@ -398,7 +398,7 @@ class Reckon:
         return FactorsAnswer(
             factor_set=chosen,
             active_version=None if active is None else active.version,
-            prior_segments=[calibration.prior_factors(prior)],
+            prior_segments=[factor_model.prior_factors(prior)],
             prior_sources=list(prior.sources),
         )
 

@@ -19,9 +19,9 @@ from service.ports import Clock
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from service.calibration import Prior
     from service.config import Settings
     from service.db.unit_of_work import SqlUnitOfWork
+    from service.factor_model import Prior
     from service.mlflow_launch import MlflowLaunchRuns
     from service.mlflow_source import MlflowRunSource
     from service.ports import PassLock

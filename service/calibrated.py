@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from service import calibration
-from service.calibration import FactorSet, Prior, SegmentFactors
+from service import factor_model
 from service.domain import Estimate, EstimateRequest, Factors, Interval, NotFoundError
 from service.estimates import compute
+from service.factor_model import FactorSet, Prior, SegmentFactors
 from service.hardware import Catalog
 from service.ports import UnitOfWork
 
@@ -44,15 +44,17 @@ def calibrated(
     segments = (
         chosen_set.segments
         if chosen_set is not None
-        else {calibration.PRIOR_KEY: calibration.prior_factors(prior)}
+        else {factor_model.PRIOR_KEY: factor_model.prior_factors(prior)}
     )
     hardware = request.hardware
-    factors = calibration.lookup(segments, hardware.gpu, hardware.precision, request.recompute)
+    factors = factor_model.choose(
+        segments, hardware.gpu, hardware.precision, request.recompute, request.factors
+    )
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = compute(catalog, dataclasses.replace(request, factors=fitted))
     return Calibrated(
         estimate=result,
-        interval=calibration.interval(result.wall_seconds, factors),
+        interval=factor_model.interval(result.wall_seconds, factors),
         factors=factors,
         factor_set=None if chosen_set is None else chosen_set.version,
     )

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Protocol
 
 from service import flops
-from service.calibration import Prior
 from service.domain import (
     EstimateRequest,
     Factors,
@@ -28,6 +27,7 @@ from service.domain import (
     SavedEstimate,
 )
 from service.estimates import new_estimate_id
+from service.factor_model import Prior
 from service.hardware import Catalog, normalize_precision
 from service.ports import UnitOfWork
 from service.reconcile import PassOutcome

@@ -17,9 +17,12 @@ from service.domain import (
     SchemaStatus,
     Skip,
 )
+from service.factor_model import FactorSet
+from service.observations import ObservationArrays
 
 if TYPE_CHECKING:  # the refit's types need numpy; the ports are imported at start-up
-    from service.calibration import FactorSet, ObservationArrays
+    from service.factor_model import FactorSet
+    from service.observations import ObservationArrays
 
 
 class RunSource(Protocol):

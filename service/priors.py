@@ -27,7 +27,7 @@ from importlib import resources
 from os import PathLike
 from pathlib import Path
 
-from service.calibration import Prior
+from service.factor_model import Prior
 
 PRIOR_LOG_SIGMA = 0.5
 OVERHEAD_BOUNDS = (0.02, 0.5)

@@ -19,7 +19,7 @@ from service.domain import (
 
 if TYPE_CHECKING:
     from service.calibrated import Calibrated
-    from service.calibration import FactorSet, SegmentFactors
+    from service.factor_model import FactorSet, SegmentFactors
 
 
 @dataclass(frozen=True)

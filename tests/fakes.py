@@ -15,7 +15,6 @@ from typing import Any, Self
 from service import priors
 from service.app import Adapters, Policy, Reckon
 from service.bootstrap import SystemClock
-from service.calibration import FactorSet, Observation, ObservationArrays
 from service.domain import (
     ESTIMATE_TAG,
     TERMINAL_STATUSES,
@@ -29,7 +28,9 @@ from service.domain import (
     Skip,
     UnavailableError,
 )
+from service.factor_model import FactorSet
 from service.hardware import build_catalog
+from service.observations import Observation, ObservationArrays
 
 
 @dataclass

@@ -22,9 +22,10 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from service.calibration import FactorSet, Level, ObservationArrays, SegmentFactors
 from service.db.tables import FactorSetRow, ReconciliationRow, SegmentFactorRow
 from service.domain import fields_of
+from service.factor_model import FactorSet, Level, SegmentFactors
+from service.observations import ObservationArrays
 from service.robust import FloatArray, IntArray
 
 _RECON = ReconciliationRow.__table__.c
@@ -355,4 +356,7 @@ def _segment(row: SegmentFactorRow) -> SegmentFactors:
         n=row.n,
         n_throughput=row.n_throughput,
         combined_only=row.combined_only,
+        log_sigma_low=row.log_sigma_low,
+        log_sigma_high=row.log_sigma_high,
+        fallback=row.fallback,
     )

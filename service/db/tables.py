@@ -238,6 +238,11 @@ class SegmentFactorRow(Base):
     n: Mapped[int] = mapped_column(Integer)
     n_throughput: Mapped[int] = mapped_column(Integer)
     combined_only: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # Calibrated σ of log wall below/above the median (split lognormal); a fallback segment
+    # backtested worse calibrated than raw, so estimates use the raw factors.
+    log_sigma_low: Mapped[float] = mapped_column(Double)
+    log_sigma_high: Mapped[float] = mapped_column(Double)
+    fallback: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
     __table_args__ = (UniqueConstraint("factor_set_id", "segment"),)
 

@@ -36,7 +36,7 @@ from service.units import format_duration
 
 if TYPE_CHECKING:
     from service.calibrated import Calibrated
-    from service.calibration import FactorSet, SegmentFactors
+    from service.factor_model import FactorSet, SegmentFactors
     from service.importing import ImportOutcome
     from service.launch import LaunchOutcome
     from service.reconcile import PassOutcome
@@ -271,6 +271,7 @@ def calibrated_view(result: Calibrated) -> JSON:
         "factor_segment": factors.segment,
         "factor_n": factors.n,
         "combined_only": factors.combined_only,
+        "fallback": factors.fallback,
     }
 
 

@@ -13,8 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter
 
-from service.calibration import SegmentFactors
 from service.domain import Reconciliation
+from service.factor_model import SegmentFactors
 from service.results import FactorHistory
 
 NOMINAL_COVERAGE = 0.8  # a P10-P90 range should hold 80% of outcomes

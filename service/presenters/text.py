@@ -257,13 +257,21 @@ def accuracy_text(document: dict[str, Any]) -> str:
     rows = [("all", document["overall"])] + [
         (group["group"], group) for group in document["groups"]
     ]
+    retrospective = document.get("retrospective")
+    if retrospective and retrospective["raw"]["n"]:
+        rows.append(("imported runs (apart)", retrospective))
     for name, scores in rows:
         for kind in ("raw", "calibrated"):
             s = scores[kind]
+            note = ""
+            if kind == "calibrated" and scores.get("fallback"):
+                note = "  fell back to raw: calibration did not beat it here"
+            elif kind == "calibrated" and scores.get("calibrated_worse"):
+                note = "  worse than raw"
             lines.append(
                 f"{name:<22} {kind:<11} {s['n']:>5} {_num(s['median_ape'], '%'):>11} "
                 f"{_num(s['mape'], '%'):>8} {_num(s['bias'], '%', signed=True):>8} "
-                f"{_num(None if s['coverage'] is None else 100 * s['coverage'], '%'):>9}"
+                f"{_num(None if s['coverage'] is None else 100 * s['coverage'], '%'):>9}{note}"
             )
     return "\n".join(lines)
 

@@ -144,5 +144,57 @@ def test_accuracy_shows_calibration_beating_the_raw_u_0_4_plans(
     assert groups["a100-80gb"]["raw"]["bias"] == pytest.approx(100 * (0.3 * 0.9 / 0.4 - 1), abs=4)
     assert groups["a100-80gb"]["raw"]["coverage"] is None  # raw plans had no range
     assert 0.5 <= groups["a100-80gb"]["calibrated"]["coverage"] <= 1.0
+    # Side by side, each with its n; a group is flagged only where calibration loses.
+    assert groups["a100-80gb"]["calibrated"]["n"] == groups["a100-80gb"]["raw"]["n"] == 30
+    assert groups["a100-80gb"]["calibrated_worse"] is False
+    assert groups["a100-80gb"]["fallback"] is False
     assert "2026-01" in table and "calibrated" in table
     assert main(["accuracy", "--by", "nonsense"]) == 2
+
+
+RAW_EXACT = [
+    Truth(gpu, "bf16", 0.40, 0.0)
+    for gpu in ("mi300x", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h200", "b200", "l40s")
+]
+
+
+def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
+    engine: Engine, database_url: str
+) -> None:
+    # Eight GPUs, two runs each, all running at what the raw default plans (u 0.4, f 0):
+    # nothing calibration can learn beats raw, and no segment has enough runs to be judged.
+    simulate(engine, RAW_EXACT, 2)
+    app = app_for(database_url)
+
+    outcome = app.refit()
+    document = factors_view(app.factors())
+    h200 = parse_inputs({**SEED_INPUTS, "gpu": "h200", "utilization": None})
+    answer = app.estimate(h200, calibrated=True).calibrated
+    raw = app.estimate(h200).estimate
+    accuracy = app.accuracy(by="gpu_type")
+    app.close()
+
+    assert outcome.factor_set is not None
+    provenance = document["provenance"]
+    assert provenance["backtest_median_ape"] > provenance["backtest_raw_median_ape"]
+    live = [item for item in document["segments"] if item["segment"] != "prior"]
+    assert live and all(item["fallback"] for item in live)
+    assert all(group["fallback"] for group in accuracy["groups"])
+    assert accuracy["overall"]["calibrated_worse"] is True
+    # The planner gets raw (the request's own factors) and is told so.
+    assert answer is not None and answer.factors.fallback
+    assert answer.estimate.wall_seconds == pytest.approx(raw.wall_seconds)
+
+
+def test_a_set_that_beats_raw_is_activated_without_fallbacks(
+    engine: Engine, database_url: str
+) -> None:
+    simulate(engine, [A100, H100], 30)  # both far from the raw u = 0.4, f = 0
+    app = app_for(database_url)
+    outcome = app.refit()
+    app.close()
+
+    assert outcome.activated and outcome.factor_set is not None
+    assert not any(item.fallback for item in outcome.factor_set.segments.values())
+    provenance = outcome.factor_set.provenance
+    assert provenance["backtest_median_ape"] < provenance["backtest_raw_median_ape"]

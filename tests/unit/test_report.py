@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from service.calibration import FactorSet, SegmentFactors
 from service.comparison import human_line
 from service.domain import Reconciliation, RunningProjection
+from service.factor_model import FactorSet, SegmentFactors
 from service.presenters.json_views import running_view
 from service.presenters.report import write_report
 from service.results import FactorHistory, ReportData

@@ -1,0 +1,231 @@
+"""The gate that protects planners (DESIGN §3.6): a fitted candidate is turned into the
+factor set it would be (intervals calibrated, segments that calibration does not help put
+back to raw) and judged against the uncalibrated prediction and the active set on the same
+time-ordered backtest targets. Pure.
+
+"Raw" is the prediction a planner gets without calibration: the given factors, else the
+defaults (`Factors()`, u = 0.4, f = 0). Reconciliations do not carry the factors a planner
+typed, so the gate scores raw with the defaults, which is what an uncalibrated estimate
+uses unless told otherwise.
+
+Per segment. For every key of the candidate below "*" with at least FALLBACK_MIN_TARGETS
+backtest targets of its own (targets whose gpu, gpu/precision or gpu/precision/recompute is
+the key), if the calibrated predictions' median absolute error is worse than raw's there,
+the key falls back: stored with the raw factors, the prior's spread and `fallback` set, so
+estimates use the planner's factors and say so. When the candidate still loses to raw
+overall, the fitted set is not activated; instead a set with every segment fallen back (raw
+everywhere, flagged) replaces the active set if that one loses to raw as well (or there is
+none), so planners are never left on a set the backtest shows worse than not calibrating.
+
+Activation. "Beats" means no worse on median absolute error. The candidate (fallbacks
+applied) must beat raw on every target and the active set on the targets that started
+after the active set was made (only those did it predict blind). With no targets at all
+nothing shows that it beats raw, so it is not activated (estimates keep the prior or the
+active set until runs that can be predicted blind arrive).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from service.backtest import TargetErrors, score_fixed
+from service.domain import Factors
+from service.factor_model import (
+    ALL_KEY,
+    PRIOR_KEY,
+    Z90,
+    BacktestResult,
+    FitParameters,
+    Prior,
+    SegmentFactors,
+    lookup,
+    raw_factors,
+)
+from service.intervals import calibrate, multipliers
+from service.observations import ObservationArrays
+from service.robust import BoolArray, FloatArray, IntArray
+
+FALLBACK_MIN_TARGETS = 10
+_TIE = 1e-9
+_WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
+_RAW_EVERYWHERE = (
+    "calibrated backtest worse than raw, and so is the active set: every segment falls back"
+)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What the gate decided and on what evidence. Scores are median APE in %."""
+
+    segments: dict[str, SegmentFactors]  # intervals calibrated, fallbacks applied
+    candidate: BacktestResult  # on every backtest target
+    raw: BacktestResult  # the same targets, uncalibrated
+    candidate_recent: BacktestResult  # targets started after the active set was made
+    active: BacktestResult | None  # the active set on those
+    fallbacks: tuple[str, ...]
+    activate: bool
+    reason: str
+
+
+def assess(
+    data: ObservationArrays,
+    fitted: Mapping[str, SegmentFactors],
+    detail: TargetErrors,
+    prior: Prior,
+    params: FitParameters,
+    active: Mapping[str, SegmentFactors] | None,
+    recent_after: float | None,
+    raw: Factors = Factors(),
+) -> Assessment:
+    """Judge `fitted` by its backtest `detail` (targets in `data`); `recent_after` is the
+    active set's creation (epoch seconds), None without an active set."""
+    targets = data.take(detail.rows)
+    raw_log_ratio = np.log(targets.effective_utilization) - math.log(
+        raw.utilization * (1.0 - raw.overhead)
+    )
+    raw_inside = np.abs(raw_log_ratio) <= Z90 * prior.log_sigma
+    calibrated = calibrate(fitted, detail.residuals(), params.thin_n)
+    cal_inside = _calibrated_inside(detail)
+    keys_of = _target_keys(targets)
+    fallbacks = _fallbacks(calibrated, keys_of, detail.log_ratio, raw_log_ratio)
+    segments = dict(calibrated)
+    for key in fallbacks:
+        segments[key] = _fallen_back(calibrated[key], raw, prior)
+    use_raw = _falls_back(segments, targets)
+    log_ratio = np.where(use_raw, raw_log_ratio, detail.log_ratio)
+    inside = np.where(use_raw, raw_inside, cal_inside)
+    candidate = _score(log_ratio, inside)
+    raw_score = _score(raw_log_ratio, raw_inside)
+    recent = np.ones(detail.rows.size, dtype=bool)
+    if recent_after is not None:
+        recent = targets.started_at > recent_after
+    candidate_recent = _score(log_ratio[recent], inside[recent])
+    active_score = None
+    if active is not None:
+        active_score = score_fixed(active, targets.take(np.flatnonzero(recent)))
+    activate, reason = _decide(candidate, raw_score, candidate_recent, active_score)
+    if not activate and reason == _WORSE_THAN_RAW:
+        # Calibration loses to raw overall: the set stored says so on every segment and
+        # predicts raw; it replaces the active set only where that one loses to raw too.
+        segments = {
+            key: entry if key == PRIOR_KEY else _fallen_back(entry, raw, prior)
+            for key, entry in segments.items()
+        }
+        fallbacks = tuple(key for key in segments if key != PRIOR_KEY)
+        raw_recent = _score(raw_log_ratio[recent], raw_inside[recent])
+        active_loses = (
+            active_score is None
+            or active_score.median_ape is None
+            or raw_recent.median_ape is None
+            or active_score.median_ape > raw_recent.median_ape * (1 + _TIE)
+        )
+        if active_loses:
+            activate, reason = True, _RAW_EVERYWHERE
+    return Assessment(
+        segments, candidate, raw_score, candidate_recent, active_score, fallbacks, activate, reason
+    )
+
+
+def _fallen_back(entry: SegmentFactors, raw: Factors, prior: Prior) -> SegmentFactors:
+    return replace(
+        raw_factors(entry.segment, entry.level, raw, prior),
+        n=entry.n,
+        n_throughput=entry.n_throughput,
+        combined_only=entry.combined_only,
+        fallback=True,
+    )
+
+
+def _decide(
+    candidate: BacktestResult,
+    raw: BacktestResult,
+    candidate_recent: BacktestResult,
+    active: BacktestResult | None,
+) -> tuple[bool, str]:
+    if candidate.median_ape is None or raw.median_ape is None:
+        return False, "no backtest targets: nothing shows it beats raw"
+    if candidate.median_ape > raw.median_ape * (1 + _TIE):
+        return False, _WORSE_THAN_RAW
+    if (
+        active is not None
+        and active.median_ape is not None
+        and candidate_recent.median_ape is not None
+        and candidate_recent.median_ape > active.median_ape * (1 + _TIE)
+    ):
+        return False, "backtest worse than the active set"
+    return True, "backtest no worse than raw and the active set"
+
+
+def _calibrated_inside(detail: TargetErrors) -> BoolArray:
+    """Whether each target fell inside the range its prediction would have had with the
+    conformal multipliers of its level."""
+    per_level = multipliers(detail.residuals())
+    low = np.array([per_level.get(level, per_level["*all*"]).low for level in detail.levels])
+    high = np.array([per_level.get(level, per_level["*all*"]).high for level in detail.levels])
+    excess = -detail.log_ratio
+    result: BoolArray = (excess <= Z90 * detail.sigma_high * high) & (
+        -excess <= Z90 * detail.sigma_low * low
+    )
+    return result
+
+
+def _target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
+    """Per target, the keys it belongs to below "*": gpu, gpu/precision[, /recompute]."""
+    result: list[tuple[str, ...]] = []
+    for row in range(len(targets)):
+        gpu = targets.gpu_names[int(targets.gpu[row])]
+        precision = targets.precision_names[int(targets.precision[row])]
+        recompute = targets.recompute_names[int(targets.recompute[row])]
+        keys: tuple[str, ...] = (gpu, f"{gpu}/{precision}")
+        if recompute is not None:
+            keys = (*keys, f"{gpu}/{precision}/{recompute}")
+        result.append(keys)
+    return result
+
+
+def _fallbacks(
+    segments: Mapping[str, SegmentFactors],
+    keys_of: list[tuple[str, ...]],
+    log_ratio: FloatArray,
+    raw_log_ratio: FloatArray,
+) -> tuple[str, ...]:
+    members: dict[str, list[int]] = defaultdict(list)
+    for row, keys in enumerate(keys_of):
+        for key in keys:
+            members[key].append(row)
+    chosen = []
+    for key in segments:
+        rows = members.get(key, [])
+        if key in (ALL_KEY, PRIOR_KEY) or len(rows) < FALLBACK_MIN_TARGETS:
+            continue
+        index: IntArray = np.array(rows, dtype=np.intp)
+        calibrated = float(np.median(np.abs(np.expm1(log_ratio[index]))))
+        uncalibrated = float(np.median(np.abs(np.expm1(raw_log_ratio[index]))))
+        if calibrated > uncalibrated * (1 + _TIE):
+            chosen.append(key)
+    return tuple(chosen)
+
+
+def _falls_back(segments: Mapping[str, SegmentFactors], targets: ObservationArrays) -> BoolArray:
+    """Per target: whether the final set would predict it with a fallback entry."""
+    combos, which = np.unique(targets.combination(), return_inverse=True)
+    flags = np.array(
+        [lookup(segments, *targets.names_of(c)).fallback for c in combos.tolist()], dtype=bool
+    )
+    result: BoolArray = flags[which] if combos.size else np.zeros(0, dtype=bool)
+    return result
+
+
+def _score(log_ratio: FloatArray, inside: BoolArray) -> BacktestResult:
+    if log_ratio.size == 0:
+        return BacktestResult(n=0, median_ape=None, coverage=None)
+    return BacktestResult(
+        n=int(log_ratio.size),
+        median_ape=float(np.median(100.0 * np.abs(np.expm1(log_ratio)))),
+        coverage=float(np.mean(inside)),
+    )
