@@ -43,6 +43,7 @@ from service.results import (
     FactorsAnswer,
     Health,
     Jobs,
+    PlanAnswer,
     ReportData,
     SavedAnswer,
     Sensitivity,
@@ -51,7 +52,7 @@ from service.results import (
 from service.units import parse_since
 
 if TYPE_CHECKING:
-    from service.factor_model import FitParameters, Prior
+    from service.factor_model import FactorSet, FitParameters, Prior, SegmentFactors
     from service.importing import ImportOutcome
     from service.launch import LaunchOutcome
     from service.queries import Snapshot
@@ -127,21 +128,34 @@ class Reckon:
         if not (calibrated or factor_set is not None):
             source: FactorSource = "given" if inputs.factors_given else "default"
             return Answer(estimates.compute(self.catalog, request), source)
+        from service import calibrated as calibrated_use_case
+
+        chosen = self._chosen_factor_set(inputs, factor_set)
+        answer = calibrated_use_case.calibrated(
+            self.catalog, request, chosen, self._adapters.prior()
+        )
+        return Answer(answer.estimate, answer.factors.level, answer)
+
+    def _chosen_factor_set(self, inputs: RawInputs, version: int | None) -> FactorSet | None:
+        """The factor set a calibrated answer uses: the pinned `version`, else the active
+        one; None (the published prior) before any set, or before anything was saved."""
         if inputs.factors_given:
             raise InputError("calibrated estimates use fitted factors; drop utilization/overhead")
         from service import calibrated as calibrated_use_case
 
         try:
-            reader = self._adapters.reader()
-            chosen = calibrated_use_case.chosen_factor_set(reader, factor_set)
+            return calibrated_use_case.chosen_factor_set(self._adapters.reader(), version)
         except NoDatabaseYet:
-            if factor_set is not None:
+            if version is not None:
                 raise
-            chosen = None  # nothing saved yet, so no factor set either: the published prior
-        answer = calibrated_use_case.calibrated(
-            self.catalog, request, chosen, self._adapters.prior()
-        )
-        return Answer(answer.estimate, answer.factors.level, answer)
+            return None
+
+    def _segments(self, chosen: FactorSet | None) -> Mapping[str, SegmentFactors]:
+        from service import factor_model
+
+        if chosen is not None:
+            return chosen.segments
+        return {factor_model.PRIOR_KEY: factor_model.prior_factors(self._adapters.prior())}
 
     def save(
         self,
@@ -165,16 +179,56 @@ class Reckon:
         )
         return SavedAnswer(answer, saved)
 
-    def plan(self, inputs: RawInputs, deadline_seconds: float, multiple_of: int = 1) -> Plan:
+    def plan(
+        self,
+        inputs: RawInputs,
+        deadline_seconds: float,
+        multiple_of: int = 1,
+        *,
+        calibrated: bool = False,
+        confidence: float | None = None,
+        factor_set: int | None = None,
+    ) -> PlanAnswer:
         """The fewest GPUs (a multiple of `multiple_of`) whose wall time meets the deadline;
-        `inputs.gpus` is ignored."""
+        `inputs.gpus` is ignored. Calibrated, "meets" means at quantile `confidence` of the
+        predictive distribution (default 0.5: the P50); 0.9 asks to be 90% sure."""
         request = estimates.build_request(self.catalog, inputs)
-        return estimates.plan(self.catalog, request, deadline_seconds, multiple_of)
+        wants = calibrated or factor_set is not None or confidence is not None
+        if not wants:
+            return PlanAnswer(estimates.plan(self.catalog, request, deadline_seconds, multiple_of))
+        from service import planning
 
-    def sensitivity(self, inputs: RawInputs, vary: Mapping[str, list[str]]) -> Sensitivity:
+        chosen = self._chosen_factor_set(inputs, factor_set)
+        peak = self.catalog.peak_flops(request.hardware.gpu, request.hardware.precision)
+        answer = planning.calibrated_plan(
+            request, peak, self._segments(chosen), deadline_seconds,
+            0.5 if confidence is None else confidence, multiple_of,
+        )  # fmt: skip
+        plan = Plan(deadline_seconds, answer.gpus, answer.multiple_of, answer.wall.estimate)
+        return PlanAnswer(plan, answer, None if chosen is None else chosen.version)
+
+    def sensitivity(
+        self,
+        inputs: RawInputs,
+        vary: Mapping[str, list[str]],
+        *,
+        calibrated: bool = False,
+        factor_set: int | None = None,
+    ) -> Sensitivity:
+        """The seed's table (and the variables named in `vary`); calibrated, each row has
+        its P10/P50/P90 from its own segment's factors."""
         request = estimates.build_request(self.catalog, inputs)
         base, rows = estimates.sensitivity(self.catalog, request, dict(vary))
-        return Sensitivity(base, rows)
+        if not (calibrated or factor_set is not None):
+            return Sensitivity(base, rows)
+        from service import planning
+
+        chosen = self._chosen_factor_set(inputs, factor_set)
+        variations = estimates.variations(self.catalog, request, dict(vary))
+        ranged = planning.calibrated_sensitivity(
+            request, self.catalog.peak_flops, self._segments(chosen), variations
+        )
+        return Sensitivity(base, rows, ranged, None if chosen is None else chosen.version)
 
     # --- the registry ---------------------------------------------------------------------
 

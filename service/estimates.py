@@ -79,11 +79,17 @@ def sensitivity(
     catalog: Catalog, request: EstimateRequest, extra: dict[str, list[str]]
 ) -> tuple[Estimate, list[SensitivityRow]]:
     """The seed's default table plus any variables the user names (theirs replace ours)."""
+    rows = flops.sensitivity(request, catalog.peak_flops, variations(catalog, request, extra))
+    return compute(catalog, request), rows
+
+
+def variations(
+    catalog: Catalog, request: EstimateRequest, extra: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    """What the table varies: the defaults (the precisions this GPU has) and the user's."""
     spec = catalog.resolve(request.hardware.gpu)
     precisions = [p for p in PRECISIONS if p in spec.peak_flops]
-    variations = {**flops.default_variations(request, precisions), **extra}
-    rows = flops.sensitivity(request, catalog.peak_flops, variations)
-    return compute(catalog, request), rows
+    return {**flops.default_variations(request, precisions), **extra}
 
 
 # --- the registry: save, record, link, read --------------------------------------------------

@@ -11,6 +11,7 @@ from service.domain import (
     Estimate,
     FactorSource,
     PassRecord,
+    Plan,
     Reconciliation,
     RunningProjection,
     SavedEstimate,
@@ -20,6 +21,7 @@ from service.domain import (
 if TYPE_CHECKING:
     from service.calibrated import Calibrated
     from service.factor_model import FactorSet, SegmentFactors
+    from service.planning import CalibratedPlan, CalibratedSensitivityRow
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,22 @@ class SavedAnswer:
 
 @dataclass(frozen=True)
 class Sensitivity:
+    """The table; `calibrated` rows (with P10/P90) when fitted factors were asked for."""
+
     base: Estimate
     rows: list[SensitivityRow]
+    calibrated: list[CalibratedSensitivityRow] | None = None
+    factor_set: int | None = None
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """The plan; `calibrated` holds the quantile it was made at and its P10/P90 when fitted
+    factors were asked for (then `plan.estimate` is the P50 at the chosen count)."""
+
+    plan: Plan
+    calibrated: CalibratedPlan | None = None
+    factor_set: int | None = None
 
 
 @dataclass(frozen=True)

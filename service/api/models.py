@@ -38,6 +38,15 @@ _PLAN: dict[str, Any] = {
         int,
         Field(default=1, ge=1, description="Round the GPU count up to a multiple of this."),
     ),
+    "confidence": (
+        float | None,
+        Field(
+            default=None,
+            gt=0,
+            lt=1,
+            description="Calibrated: meet the deadline at this quantile (default 0.5).",
+        ),
+    ),
 }
 
 if TYPE_CHECKING:  # built at run time from the declaration; to the type checker, models

@@ -56,17 +56,24 @@ def get_plan(
     query: Annotated[PlanQuery, Query()],
 ) -> JSON:
     values = query.model_dump()
-    plan = app.plan(
+    answer = app.plan(
         parse_inputs(values, gpus=1),
         parse_duration_seconds(values["deadline"]),
         values["multiple_of"],
+        calibrated=values["calibrated"],
+        confidence=values["confidence"],
+        factor_set=values["factor_set"],
     )
-    return json_views.plan_view(plan)
+    return json_views.plan_answer_view(answer)
 
 
 @router.get("/v1/sensitivity", summary="Wall time as the inputs vary")
 def get_sensitivity(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
-    return json_views.sensitivity_view(app.sensitivity(parse_inputs(query.model_dump()), {}))
+    values = query.model_dump()
+    table = app.sensitivity(
+        parse_inputs(values), {}, calibrated=values["calibrated"], factor_set=values["factor_set"]
+    )
+    return json_views.sensitivity_view(table)
 
 
 class LinkBody(BaseModel):

@@ -58,15 +58,39 @@ def estimate(
     help="Round the GPU count up to a multiple of this.",
 )
 @click.option("--whole-nodes", is_flag=True, help="Same as --multiple-of 8 (8-GPU nodes).")
+@click.option(
+    "--calibrated", is_flag=True, help="Plan with fitted factors (the active factor set)."
+)
+@click.option(
+    "--confidence",
+    type=float,
+    default=None,
+    help="With --calibrated: meet the deadline at this quantile, e.g. 0.9 to be 90% sure "
+    "[default: 0.5]. Implies --calibrated.",
+)
+@click.option("--factor-set", type=int, default=None, help="Pin this factor set version.")
 @json_option
-def plan(deadline: str, multiple_of: int, whole_nodes: bool, as_json: bool, **options: Any) -> None:
-    """The fewest GPUs whose wall time meets a deadline."""
+def plan(
+    deadline: str,
+    multiple_of: int,
+    whole_nodes: bool,
+    calibrated: bool,
+    confidence: float | None,
+    factor_set: int | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """The fewest GPUs whose wall time meets a deadline (with --calibrated, at a quantile
+    of the predictive distribution: --confidence 0.9 is "90% sure to finish in time")."""
     answer = application().plan(
         inputs_of(options, gpus=1),
         parse_duration_seconds(deadline),
         8 if whole_nodes else multiple_of,
+        calibrated=calibrated,
+        confidence=confidence,
+        factor_set=factor_set,
     )
-    output(as_json, answer, json_views.plan_view, text.plan_text)
+    output(as_json, answer, json_views.plan_answer_view, text.plan_answer_text)
 
 
 def _parse_vary(values: tuple[str, ...]) -> dict[str, list[str]]:
@@ -88,10 +112,22 @@ def _parse_vary(values: tuple[str, ...]) -> dict[str, list[str]]:
     metavar="NAME=V1,V2",
     help="Also vary this input over these values (repeatable), e.g. tokens=5e11,2e12.",
 )
+@click.option(
+    "--calibrated", is_flag=True, help="Fitted factors: P10/P50/P90 per row (its own segment)."
+)
+@click.option("--factor-set", type=int, default=None, help="Pin this factor set version.")
 @json_option
-def sensitivity(vary: tuple[str, ...], as_json: bool, **options: Any) -> None:
+def sensitivity(
+    vary: tuple[str, ...],
+    calibrated: bool,
+    factor_set: int | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
     """Wall time as utilization, recompute, GPU count, precision (and more) vary."""
-    table = application().sensitivity(inputs_of(options), _parse_vary(vary))
+    table = application().sensitivity(
+        inputs_of(options), _parse_vary(vary), calibrated=calibrated, factor_set=factor_set
+    )
     output(as_json, table, json_views.sensitivity_view, text.sensitivity_text)
 
 

@@ -28,6 +28,7 @@ from service.results import (
     FactorsAnswer,
     Health,
     Jobs,
+    PlanAnswer,
     SavedAnswer,
     Sensitivity,
     Unlinked,
@@ -97,7 +98,38 @@ def plan_view(plan: Plan) -> JSON:
     }
 
 
+def plan_answer_view(answer: PlanAnswer) -> JSON:
+    """`reckon plan --json` and GET /v1/plan: the plan; calibrated, also the quantile it
+    was made at (`confidence`) and the P10/P90 at the chosen GPU count."""
+    document = plan_view(answer.plan)
+    fitted = answer.calibrated
+    if fitted is None:
+        return document
+    wall = fitted.wall
+    return {
+        **document,
+        "confidence": fitted.confidence,
+        "wall_seconds_at_confidence": wall.wall_seconds_at_confidence,
+        "wall_seconds_p10": wall.interval.p10,
+        "wall_seconds": wall.interval.p50,
+        "wall_seconds_p90": wall.interval.p90,
+        "factor_set": answer.factor_set,
+        "factor_source": wall.factors.level,
+        "factor_segment": wall.factors.segment,
+        "fallback": wall.factors.fallback,
+    }
+
+
 def sensitivity_view(table: Sensitivity) -> JSON:
+    if table.calibrated is not None:
+        return {
+            "base": estimate_view(table.base),
+            "factor_set": table.factor_set,
+            "rows": [
+                {**fields_of(row), "wall_human": format_duration(row.wall_seconds)}
+                for row in table.calibrated
+            ],
+        }
     return {
         "base": estimate_view(table.base),
         "rows": [

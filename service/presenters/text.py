@@ -22,6 +22,7 @@ from service.results import (
     EstimateDetail,
     FactorHistory,
     FactorsAnswer,
+    PlanAnswer,
     SavedAnswer,
     Sensitivity,
     Unlinked,
@@ -95,7 +96,39 @@ def plan_text(plan: Plan) -> str:
     )
 
 
+def plan_answer_text(answer: PlanAnswer) -> str:
+    text = plan_text(answer.plan)
+    fitted = answer.calibrated
+    if fitted is None:
+        return text
+    wall = fitted.wall
+    version = answer.factor_set
+    source = "the published prior" if version is None else f"factor set {version}"
+    return (
+        f"{text}\n  at P{100 * fitted.confidence:.0f}         "
+        f"{format_duration(wall.wall_seconds_at_confidence)} (the count is chosen so this meets "
+        f"the deadline)\n  P10 / P50 / P90  {format_duration(wall.interval.p10)} / "
+        f"{format_duration(wall.interval.p50)} / {format_duration(wall.interval.p90)}\n"
+        f"  factors from     {source}, {wall.factors.level} level '{wall.factors.segment}'"
+        + (" (fell back to raw: calibration did not beat it here)" if wall.factors.fallback else "")
+    )
+
+
 def sensitivity_text(table: Sensitivity) -> str:
+    if table.calibrated is not None:
+        lines = [
+            f"base case: {format_duration(table.base.wall_seconds)} (P50 with fitted factors)",
+            f"{'variable':<12} {'value':<10} {'P10':<18} {'P50':<18} {'P90':<18} {'change':>8}",
+        ]
+        for item in table.calibrated:
+            lines.append(
+                f"{item.variable:<12} {item.value:<10} "
+                f"{format_duration(item.wall_seconds_p10):<18} "
+                f"{format_duration(item.wall_seconds):<18} "
+                f"{format_duration(item.wall_seconds_p90):<18} {item.change_pct:>+7.1f}%"
+                + (" (base)" if item.is_base else "")
+            )
+        return "\n".join(lines)
     lines = [
         f"base case: {format_duration(table.base.wall_seconds)}",
         f"{'variable':<12} {'value':<10} {'wall time':<24} {'change':>9}",

@@ -134,3 +134,19 @@ def test_a_token_without_the_bearer_scheme_is_refused() -> None:
         right = client.post("/v1/estimates", json=SEED, headers={"Authorization": "Bearer s3cret"})
 
     assert bare.status_code == 401 and right.status_code == 201
+
+
+def test_a_calibrated_plan_over_http_meets_the_deadline_at_its_confidence(
+    api: TestClient,
+) -> None:
+    query = {k: v for k, v in SEED.items() if k not in ("gpus", "utilization")}
+
+    plan = api.get("/v1/plan", params={**query, "deadline": "30d", "calibrated": True,
+                                       "confidence": 0.9}).json()  # fmt: skip
+    fewer = api.get("/v1/estimate", params={**query, "gpus": plan["gpus"] - 1,
+                                            "calibrated": True}).json()  # fmt: skip
+    bad = api.get("/v1/plan", params={**query, "deadline": "30d", "confidence": 1.5})
+
+    assert plan["confidence"] == 0.9 and plan["wall_seconds_p90"] <= 30 * 86400
+    assert fewer["wall_seconds_p90"] > 30 * 86400
+    assert bad.status_code == 422

@@ -376,3 +376,46 @@ def test_cost_is_printed_with_its_currency(capsys: pytest.CaptureFixture[str]) -
     assert code == 0 and "USD" in next(line for line in out.splitlines() if "cost" in line)
     assert json.loads(euro)["currency"] == "EUR" and json.loads(euro)["cost"] > 0
     assert bad == 2 and "3-letter code" in err
+
+
+def test_a_calibrated_plan_at_p90_meets_the_deadline_and_one_gpu_fewer_does_not(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no database yet: the published prior's factors and spread
+    monkeypatch.delenv("RECKON_DATABASE_URL", raising=False)
+    model = [*MODEL_ARGS, "--recompute", "full"]
+    deadline = 30 * 86400
+
+    plan = reckon_json(capsys, ["plan", *model, "--deadline", "30d", "--calibrated",
+                                "--confidence", "0.9", "--json"])  # fmt: skip
+    gpus = plan["gpus"]
+    fewer = reckon_json(capsys, ["estimate", *model, "--gpus", str(gpus - 1), "--calibrated",
+                                 "--json"])  # fmt: skip
+    median = reckon_json(capsys, ["plan", *model, "--deadline", "30d", "--calibrated", "--json"])
+    nodes = reckon_json(capsys, ["plan", *model, "--deadline", "30d", "--confidence", "0.9",
+                                 "--whole-nodes", "--json"])  # fmt: skip
+
+    assert plan["confidence"] == 0.9 and plan["wall_seconds_p90"] <= deadline
+    assert plan["wall_seconds_p10"] < plan["wall_seconds"] < plan["wall_seconds_p90"]
+    assert fewer["wall_seconds_p90"] > deadline
+    assert median["confidence"] == 0.5 and median["gpus"] < gpus
+    assert nodes["gpus"] % 8 == 0 and nodes["gpus"] - 8 < gpus <= nodes["gpus"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrated_sensitivity_gives_a_range_per_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECKON_DATABASE_URL", raising=False)
+
+    table = reckon_json(
+        capsys, ["sensitivity", *MODEL_ARGS, "--gpus", "8", "--calibrated", "--json"]
+    )
+    code, human, _ = reckon(capsys, ["sensitivity", *MODEL_ARGS, "--gpus", "8", "--calibrated"])
+
+    assert table["rows"] and all(
+        row["wall_seconds_p10"] < row["wall_seconds"] < row["wall_seconds_p90"]
+        for row in table["rows"]
+    )
+    assert code == 0 and "P10" in human and "P90" in human
