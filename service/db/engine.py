@@ -91,7 +91,8 @@ def translate_error(engine: Engine, error: BaseException) -> ReckonError | None:
     programming error, kept as it is). The database being unreachable, locked, corrupt or
     not a database at all is UnavailableError; a value the column cannot hold (out of
     range, NUL byte) that got past validation is InputError."""
-    if isinstance(error, DataError) or (
+    if isinstance(error, (DataError, OverflowError)) or (
+        # SQLite raises a bare OverflowError for an int beyond 64 bits.
         isinstance(error, StatementError) and isinstance(error.orig, OverflowError)
     ):
         return InputError(f"a value does not fit the database: {_first_line(error)}")
