@@ -4,13 +4,11 @@ failure becomes one UnavailableError line without the URL's credentials."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from service.domain import ESTIMATE_TAG, InputError, UnavailableError
-
-_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+from service.mlflow_support import redact
 
 
 class MlflowLaunchRuns:
@@ -71,7 +69,7 @@ class _Guarded:
 
     def __init__(self, client: Any, uri: str) -> None:
         self._client = client
-        self._uri = _CREDENTIALS.sub("", uri)  # never print user:password@
+        self._uri = redact(uri)  # never print user:password@
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._client, name)
@@ -83,7 +81,7 @@ class _Guarded:
                 return method(*args, **kwargs)
             except (MlflowException, OSError) as error:
                 text = error.message if isinstance(error, MlflowException) else str(error)
-                line = " ".join(_CREDENTIALS.sub("", str(text)).split())[:300]
+                line = " ".join(redact(str(text)).split())[:300]
                 raise UnavailableError(f"MLflow at {self._uri}: {name} failed: {line}") from None
 
         return call

@@ -13,10 +13,9 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from mlflow.entities import RunTag, ViewType
@@ -31,14 +30,22 @@ from service.domain import (
     ScanWindow,
     UnavailableError,
 )
+from service.mlflow_support import (
+    NotFound,
+    check_tracking_uri,
+    from_ms,
+    is_not_found,
+    is_transient,
+    redact,
+    safe_uri,
+    to_ms,
+)
 from service.profiles import Point, ProfileSet, RunRecord
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-ONE_MS = timedelta(milliseconds=1)
 RUN_ID_CHUNK = 100  # run ids per `attributes.run_id IN (...)` query
 HISTORY_CACHE_SIZE = 20_000  # metric histories kept per adapter (an import and its pass)
 # MLflow validates run ids against this shape; anything else cannot exist, and keeping it out
@@ -54,71 +61,6 @@ _TERMINAL = "attributes.status != 'RUNNING' AND attributes.status != 'SCHEDULED'
 # run_id breaks end-time ties so the order (and the keyset below) is total.
 _BY_END = ["attributes.end_time ASC", "attributes.run_id ASC"]
 _BY_START = ["attributes.start_time ASC", "attributes.run_id ASC"]
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def redact(text: str) -> str:
-    """`text` with any user:password@ removed from URLs in it."""
-    return _URL_CREDENTIALS.sub("", text)
-
-
-def _safe_uri(uri: str) -> str:
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return redact(uri)
-    if parts.username is None and parts.password is None:
-        return uri
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def to_ms(moment: datetime) -> int:
-    """Epoch milliseconds, floored exactly (integer timedelta arithmetic, no float). For
-    integer end times, `end > floor(t)` is `end > t` and `end <= floor(t)` is `end <= t`."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"scan bounds must be aware datetimes, got {moment!r}")
-    return (moment - EPOCH) // ONE_MS
-
-
-# datetime's range ends in year 9999; MLflow stores any int64.
-MAX_MS = (datetime(9999, 12, 31, tzinfo=UTC) - EPOCH) // ONE_MS
-
-
-def from_ms(value: int | None) -> datetime | None:
-    """Aware UTC from epoch ms. MLflow reports an unset time as 0 (or leaves it null); a
-    value no datetime can hold is as unusable: both are None, and the run is skipped."""
-    if value is None or not 0 < value <= MAX_MS:
-        return None
-    return EPOCH + timedelta(milliseconds=value)
-
-
-def check_tracking_uri(uri: str) -> str:
-    """`uri` when it is an http(s) URL of a server (the service talks to MLflow over HTTP
-    only: a path or sqlite:// would open a local store), else a one-line InputError."""
-    try:
-        parts = urlsplit(uri)
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-        _ = parts.port  # a port that is not a number raises here
-    except ValueError:
-        usable = False
-    if not usable:
-        raise InputError(
-            f"MLFLOW_TRACKING_URI {redact(uri)!r} is not an http(s):// URL of an MLflow "
-            "server, e.g. http://mlflow:5000"
-        )
-    return uri
-
-
-def _is_transient(error: Exception) -> bool:
-    """Connection failures, timeouts, HTTP 5xx and 429 are worth retrying; 4xx (a bad filter,
-    an unknown run, a refused Host header) will fail the same way again."""
-    if isinstance(error, MlflowException):
-        # MLflow wraps connection errors and timeouts as INTERNAL_ERROR, i.e. HTTP 500.
-        status = int(error.get_http_status_code())  # type: ignore[no-untyped-call]
-        return status == 429 or status >= 500
-    return True  # requests / OS-level errors: the network, not the request
 
 
 class MlflowRunSource:
@@ -138,7 +80,7 @@ class MlflowRunSource:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
         if retries < 0:
             raise ValueError(f"retries must be zero or more, got {retries}")
-        self._uri = _safe_uri(check_tracking_uri(tracking_uri))
+        self._uri = safe_uri(check_tracking_uri(tracking_uri))
         try:
             self._client = MlflowClient(tracking_uri=tracking_uri)
         except (MlflowException, ValueError) as error:
@@ -299,7 +241,7 @@ class MlflowRunSource:
         try:
             self._client.log_batch(run_id, tags=run_tags, synchronous=True)
         except (MlflowException, requests.RequestException, OSError) as error:
-            if _is_transient(error):
+            if is_transient(error):
                 raise UnavailableError(self._message(f"set tags on run {run_id}", error)) from None
             # 4xx: the run is gone, deleted or refuses these tags; it never will take them.
             raise NotFoundError(
@@ -414,7 +356,7 @@ class MlflowRunSource:
                     lambda: self._client.get_experiment(name_or_id),
                     not_found_ok=True,
                 )
-            except _NotFound:
+            except NotFound:
                 experiment = None
         if experiment is None or experiment.lifecycle_stage != "active":
             raise UnavailableError(f"MLflow experiment {name_or_id!r} not found at {self._uri}")
@@ -453,9 +395,9 @@ class MlflowRunSource:
             try:
                 return call()
             except (MlflowException, requests.RequestException, OSError) as error:
-                if not_found_ok and _is_not_found(error):
-                    raise _NotFound from error
-                if attempt >= budget or not _is_transient(error):
+                if not_found_ok and is_not_found(error):
+                    raise NotFound from error
+                if attempt >= budget or not is_transient(error):
                     raise UnavailableError(self._message(what, error)) from error
                 delay = self._backoff_seconds * 2**attempt
                 log.warning(
@@ -477,15 +419,3 @@ class MlflowRunSource:
         text = error.message if isinstance(error, MlflowException) else str(error)
         line = " ".join(redact(str(text)).split())  # one line, no credentials
         return line if len(line) <= 300 else line[:297] + "..."
-
-
-class _NotFound(Exception):
-    """Internal: the looked-up thing does not exist (only where that is an answer)."""
-
-
-def _is_not_found(error: Exception) -> bool:
-    # An unknown id is 404; a string that cannot be an id at all is 400.
-    return isinstance(error, MlflowException) and error.error_code in (
-        "RESOURCE_DOES_NOT_EXIST",
-        "INVALID_PARAMETER_VALUE",
-    )

@@ -6,34 +6,28 @@ scheduler all call `run_pass`; nothing else reconciles."""
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from service import comparison
+from service import comparison, write_back
 from service.domain import (
     ConflictError,
-    NotFoundError,
     ObservedRun,
     PassRecord,
-    PendingTags,
     ReckonError,
     Reconciliation,
     ScanWindow,
     Skip,
 )
 from service.ports import Clock, PassLock, RunSource, UnitOfWork
+from service.prefetch import prefetched
 
 log = logging.getLogger(__name__)
 
 PassStatus = Literal["succeeded", "failed", "locked"]
 MANUAL_LINKS_PER_PASS = 10_000
-WRITE_BACK_THREADS = 8
-TAGS_PER_PASS = 50_000  # outbox entries one pass tries to write; the rest wait a pass
 # The late-arrival probe: the most recent linked runs ending before the window, this many
 # at most, within this span (one small query: a bounded cost per pass, not a rescan).
 MISSED_PROBE_RUNS = 200
@@ -149,7 +143,7 @@ def _locked_pass(
     try:
         scan_skips: list[Skip] = []
         runs = _judged(
-            _prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
+            prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
         )
         seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress)
         missed = _missed_before(uow, source, window)
@@ -160,7 +154,7 @@ def _locked_pass(
                 raise ConflictError(_LOST)
             reconciled, skipped = _apply(uow, pass_id, clock.now(), options.batch_size, scan_skips)
             if options.write_back:
-                uow.outbox.queue(_owed_tags(reconciled), pass_id=pass_id, now=clock.now())
+                uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=clock.now())
             factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
             uow.watermarks.advance(window.cutoff, pass_id=pass_id, now=clock.now())
             uow.staging.clear(pass_id)
@@ -173,7 +167,7 @@ def _locked_pass(
         message = str(error) if isinstance(error, ReckonError) else repr(error)
         _mark_failed(uow, _record(pass_id, options, started, clock.now(), window, 0), message)
         raise
-    written, pending = _write_back(uow, source) if options.write_back else (0, 0)
+    written, pending = write_back.write_back(uow, source) if options.write_back else (0, 0)
     outcome = PassOutcome(
         status="succeeded",
         pass_id=pass_id,
@@ -222,51 +216,6 @@ def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Itera
     yield from source.terminated_runs(window)
     if manual:
         yield from source.runs_by_id(manual)
-
-
-@dataclass(frozen=True)
-class _Failed:
-    error: BaseException
-
-
-_DONE = object()
-
-
-def _prefetched(runs: Iterator[ObservedRun], depth: int) -> Iterator[ObservedRun]:
-    """Read the source in a background thread, at most `depth` runs ahead, so MLflow's
-    paging overlaps the staging writes; memory stays bounded by the queue. An error in the
-    reader is raised here, in the pass."""
-    ahead: queue.Queue[object] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def read() -> None:
-        try:
-            for run in runs:
-                if stop.is_set():
-                    return
-                ahead.put(run)
-            ahead.put(_DONE)
-        except BaseException as error:  # handed to the consumer, which re-raises it
-            ahead.put(_Failed(error))
-
-    reader = threading.Thread(target=read, name="reckon-mlflow-reader", daemon=True)
-    reader.start()
-    try:
-        while True:
-            item = ahead.get()
-            if item is _DONE:
-                return
-            if isinstance(item, _Failed):
-                raise item.error
-            assert isinstance(item, ObservedRun)
-            yield item
-    finally:
-        stop.set()
-        while reader.is_alive():  # unblock a reader waiting on a full queue
-            try:
-                ahead.get_nowait()
-            except queue.Empty:
-                reader.join(timeout=0.05)
 
 
 def _judged(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[ObservedRun]:
@@ -440,72 +389,3 @@ def _mark_failed(uow: UnitOfWork, record: PassRecord, message: str) -> None:
             uow.commit()
     except Exception:
         log.exception("could not mark reconcile pass %s failed", record.id)
-
-
-def _owed_tags(reconciled: Sequence[Reconciliation]) -> list[PendingTags]:
-    return [
-        PendingTags(run_id, item.estimate_id, _result_tags(item))
-        for item in reconciled
-        for run_id in item.run_ids
-    ]
-
-
-def _result_tags(item: Reconciliation) -> dict[str, str]:
-    return {
-        "reckon.predicted_seconds": f"{item.predicted_seconds:.0f}",
-        "reckon.observed_seconds": f"{item.observed_seconds:.0f}",
-        "reckon.error_pct": f"{item.error_pct:+.1f}",
-    }
-
-
-def _write_back(uow: UnitOfWork, source: RunSource) -> tuple[int, int]:
-    """Write the outbox's owed tags (this pass's and any earlier pass's) after the commit and
-    outside any transaction; returns (written, still pending). The first MLflow failure
-    stops the write-back (the calls in flight finish): an outage costs one bounded wait and
-    one log line, and the rest waits in the outbox for the next pass. A run MLflow no longer
-    has is dropped from the outbox. Never raises: the pass has already committed."""
-    owed: list[PendingTags] = []
-    try:
-        with uow:
-            owed = uow.outbox.pending(TAGS_PER_PASS)
-        if not owed:
-            return 0, 0
-        stop = threading.Event()
-        failures: list[str] = []
-
-        def tag(item: PendingTags) -> tuple[str, bool | None]:
-            if stop.is_set():
-                return item.run_id, None
-            try:
-                source.set_tags(item.run_id, item.tags)
-                return item.run_id, True
-            except NotFoundError:
-                return item.run_id, False  # the run is gone: nothing will ever take the tag
-            except ReckonError as error:
-                if not stop.is_set():
-                    failures.append(str(error))
-                stop.set()
-                return item.run_id, None
-
-        with ThreadPoolExecutor(max_workers=WRITE_BACK_THREADS) as pool:
-            results = list(pool.map(tag, owed))
-        written = [run_id for run_id, ok in results if ok]
-        gone = [run_id for run_id, ok in results if ok is False]
-        untried = [run_id for run_id, ok in results if ok is None]
-        with uow:
-            uow.outbox.written(written + gone)
-            if failures:
-                uow.outbox.failed(untried, failures[0])
-            pending = uow.outbox.count()
-            uow.commit()
-    except ReckonError as error:
-        log.warning("write-back skipped: %s; owed tags stay queued for the next pass", error)
-        return 0, len(owed)
-    if failures:
-        log.warning(
-            "write-back stopped after %d of %d runs: %s; %d tags pending, retried next pass",
-            len(written), len(owed), failures[0], pending,
-        )  # fmt: skip
-    if gone:
-        log.info("write-back dropped %d tags of runs MLflow no longer has", len(gone))
-    return len(written), pending

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from service.api.deps import GUARDED, App
 from service.domain import ACCURACY_GROUPINGS
-from service.presenters import json_views
+from service.presenters import json_loop, json_views
 
 router = APIRouter()
 JSON = dict[str, Any]
@@ -43,7 +43,7 @@ def factors(
     version: int | None = None,
     factor_set: Annotated[int | None, Query(description="The same as version")] = None,
 ) -> JSON:
-    return json_views.factors_view(app.factors(version if version is not None else factor_set))
+    return json_loop.factors_view(app.factors(version if version is not None else factor_set))
 
 
 @router.post(
@@ -52,29 +52,29 @@ def factors(
     summary="Make this factor set the active one (a rollback or a roll forward)",
 )
 def activate_factors(app: App, version: int) -> JSON:
-    return json_views.factors_view(app.activate_factor_set(version))
+    return json_loop.factors_view(app.activate_factor_set(version))
 
 
 @router.get("/v1/factors/history", summary="Every factor set, oldest first")
 def factor_history(app: App) -> JSON:
-    return json_views.factor_history_view(app.factor_history())
+    return json_loop.factor_history_view(app.factor_history())
 
 
 @router.post("/v1/refit", dependencies=GUARDED, summary="Refit the factors now")
 def refit(app: App, force: bool = False) -> JSON:
-    return json_views.refit_view(app.refit(force=force))
+    return json_loop.refit_view(app.refit(force=force))
 
 
 @router.post("/v1/reconcile", dependencies=GUARDED, summary="Run one reconcile pass now")
 def reconcile(app: App, since: str | None = None, full: bool = False) -> JSONResponse:
     outcome = app.reconcile(trigger="api", since=since, full=full)
     code = 409 if outcome.status == "locked" else 200
-    return JSONResponse(json_views.outcome_view(outcome), status_code=code)
+    return JSONResponse(json_loop.outcome_view(outcome), status_code=code)
 
 
 @router.get("/v1/jobs", summary="Recent reconcile passes and the schedule")
 def jobs(app: App, limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> JSON:
-    return json_views.jobs_view(app.jobs(limit))
+    return json_loop.jobs_view(app.jobs(limit))
 
 
 @router.get("/v1/running", summary="Linked runs still RUNNING, projected")

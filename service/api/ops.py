@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from service.api.deps import App
-from service.presenters import dashboard, json_views
+from service.presenters import dashboard, json_loop
 from service.presenters.metrics import metrics_response
 
 router = APIRouter()
@@ -21,7 +21,7 @@ def livez() -> dict[str, str]:
 @router.get("/healthz", summary="Readiness: the database answers; MLflow is reported")
 def healthz(app: App) -> JSONResponse:
     health = app.health()
-    return JSONResponse(json_views.health_view(health), 200 if health.ready else 503)
+    return JSONResponse(json_loop.health_view(health), 200 if health.ready else 503)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -32,7 +32,7 @@ def metrics(app: App) -> Response:
 
 @router.get("/v1/mlflow", summary="The MLflow UI address, for links to runs")
 def mlflow_links(app: App) -> dict[str, str | None]:
-    return json_views.mlflow_links_view(app.mlflow_ui_url())
+    return json_loop.mlflow_links_view(app.mlflow_ui_url())
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -8,7 +8,7 @@ import click
 
 from service.cli.base import application, cli, json_option, output
 from service.domain import ACCURACY_ALIASES, ACCURACY_GROUPINGS, ConflictError
-from service.presenters import json_views, text
+from service.presenters import json_loop, json_views, text
 
 
 @cli.command()
@@ -25,7 +25,7 @@ def reconcile(since: str | None, full: bool, as_json: bool) -> None:
         click.echo("", err=True)
     if outcome.status == "locked":  # exit 4, so a CronJob does not report a pass that never ran
         raise ConflictError(outcome.summary)
-    output(as_json, outcome, json_views.outcome_view, text.outcome_text)
+    output(as_json, outcome, json_loop.outcome_view, text.outcome_text)
 
 
 def _progress(runs_seen: int) -> None:
@@ -55,7 +55,7 @@ def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool
 @json_option
 def refit(force: bool, as_json: bool) -> None:
     """Fit utilization and overhead per segment from the reconciled history now."""
-    output(as_json, application().refit(force=force), json_views.refit_view, lambda o: o.message)
+    output(as_json, application().refit(force=force), json_loop.refit_view, lambda o: o.message)
 
 
 @cli.group(invoke_without_command=True)
@@ -75,14 +75,14 @@ def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
     `reckon factors list` shows every set; `reckon factors activate N` makes N active."""
     if ctx.invoked_subcommand is None:
         answer = application().factors(version)
-        output(as_json, answer, json_views.factors_view, text.factors_text)
+        output(as_json, answer, json_loop.factors_view, text.factors_text)
 
 
 @factors.command(name="list")
 @json_option
 def factors_list(as_json: bool) -> None:
     """Every factor set: version, created, active, backtest scores, n."""
-    output(as_json, application().factor_history(), json_views.factor_history_view, text.sets_text)
+    output(as_json, application().factor_history(), json_loop.factor_history_view, text.sets_text)
 
 
 @factors.command(name="activate")
@@ -92,7 +92,7 @@ def factors_activate(version: int, as_json: bool) -> None:
     """Make factor set VERSION the active one (a rollback, or a roll forward). It stays active
     until a newer set passes the refit's gate against it; activate another to undo."""
     answer = application().activate_factor_set(version)
-    output(as_json, answer, json_views.factors_view, text.factors_text)
+    output(as_json, answer, json_loop.factors_view, text.factors_text)
 
 
 @cli.command(name="accuracy")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from service.cli.base import application, cli, json_option, output
-from service.presenters import json_views, text
+from service.presenters import json_loop, text
 
 
 @cli.command()
@@ -65,4 +65,4 @@ def upgrade() -> None:
 @json_option
 def current(as_json: bool) -> None:
     """Show the database's schema revision and the newest one."""
-    output(as_json, application().schema_status(), json_views.schema_view, text.schema_text)
+    output(as_json, application().schema_status(), json_loop.schema_view, text.schema_text)

@@ -7,7 +7,7 @@ import click
 
 from service.cli.base import application, cli, json_option, output
 from service.domain import ConflictError
-from service.presenters import json_views, text
+from service.presenters import json_loop, text
 
 IMPORT_HELP = """Learn from past runs: store a retrospective estimate (what the published
 prior predicts for the run's configuration, dated at the run's start) for each FINISHED run
@@ -54,7 +54,7 @@ def import_command(
         experiments=experiments, since=since, gpu=gpu, gpus=gpus, precision=precision,
         dry_run=dry_run,
     )  # fmt: skip
-    output(as_json, outcome, json_views.import_view, text.import_text)
+    output(as_json, outcome, json_loop.import_view, text.import_text)
     if outcome.pass_status == "locked":  # stored, not yet reconciled: say so in the exit code
         raise ConflictError("another reconcile pass holds the lock; the next pass reconciles")
 

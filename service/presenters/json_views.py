@@ -10,13 +10,10 @@ from service.comparison import human_line
 from service.domain import (
     Estimate,
     EstimateRequest,
-    PassRecord,
     Plan,
     Reconciliation,
     RunningProjection,
     SavedEstimate,
-    SchemaStatus,
-    Skip,
     fields_of,
 )
 from service.hardware import GpuSpec
@@ -24,10 +21,6 @@ from service.inputs import ESTIMATE_INPUTS
 from service.results import (
     Answer,
     EstimateDetail,
-    FactorHistory,
-    FactorsAnswer,
-    Health,
-    Jobs,
     PlanAnswer,
     SavedAnswer,
     Sensitivity,
@@ -37,11 +30,6 @@ from service.units import format_duration
 
 if TYPE_CHECKING:
     from service.calibrated import Calibrated
-    from service.factor_model import FactorSet, SegmentFactors
-    from service.importing import ImportOutcome
-    from service.launch import LaunchOutcome
-    from service.reconcile import PassOutcome
-    from service.refit import RefitOutcome
 
 JSON = dict[str, Any]
 
@@ -215,52 +203,8 @@ def reconciliation_view(item: Reconciliation) -> JSON:
     }
 
 
-def skip_view(skip: Skip) -> JSON:
-    return {
-        "run_id": skip.run_id,
-        "reason": skip.reason,
-        "detail": skip.detail,
-        "estimate_id": skip.estimate_id,
-    }
-
-
-def _iso(moment: datetime | None) -> str | None:
+def iso_time(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
-
-
-def pass_view(record: PassRecord) -> JSON:
-    return {
-        "pass_id": record.id,
-        "trigger": record.trigger,
-        "status": record.status,
-        "started_at": _iso(record.started_at),
-        "ended_at": _iso(record.ended_at),
-        "window_after": _iso(record.window_after),
-        "window_cutoff": _iso(record.window_cutoff),
-        "runs_seen": record.runs_seen,
-        "reconciled": record.reconciled,
-        "skipped": record.skipped,
-        "factor_set": record.factor_set_version,
-        "error": record.error,
-    }
-
-
-def outcome_view(outcome: PassOutcome) -> JSON:
-    """What `reckon reconcile --json` and POST /v1/reconcile return."""
-    window = outcome.window
-    return {
-        "status": outcome.status,
-        "pass_id": outcome.pass_id,
-        "window_after": None if window is None else _iso(window.after),
-        "window_cutoff": None if window is None else _iso(window.cutoff),
-        "runs_seen": outcome.runs_seen,
-        "reconciled": len(outcome.reconciled),
-        "reconciled_estimates": [item.estimate_id for item in outcome.reconciled],
-        "skipped": [skip_view(skip) for skip in outcome.skipped],
-        "factor_set": outcome.factor_set,
-        "tags_written": outcome.tags_written,
-        "message": outcome.summary,
-    }
 
 
 def running_view(item: RunningProjection) -> JSON:
@@ -307,27 +251,6 @@ def calibrated_view(result: Calibrated) -> JSON:
     }
 
 
-def segment_view(factors: SegmentFactors) -> JSON:
-    return {**fields_of(factors), "effective": factors.effective}
-
-
-def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
-    return {
-        "version": factor_set.version,
-        "created_at": factor_set.created_at.isoformat(),
-        "activated_at": _iso(factor_set.activated_at),
-        "active": factor_set.version == active_version,
-        "method": factor_set.method,
-        "parameters": dict(factor_set.parameters),
-        "provenance": dict(factor_set.provenance),
-        "reconciliation_count": factor_set.reconciliation_count,
-        "backtest_score": factor_set.backtest_score,
-        "baseline_score": factor_set.baseline_score,
-        "forced": factor_set.forced,
-        "segments": [segment_view(item) for item in factor_set.segments.values()],
-    }
-
-
 def answer_view(answer: Answer) -> JSON:
     """`reckon estimate --json` and GET /v1/estimate."""
     if answer.calibrated is not None:
@@ -354,58 +277,6 @@ def detail_view(detail: EstimateDetail) -> JSON:
     return saved_view(detail.saved, detail.run_ids)
 
 
-def factors_view(answer: FactorsAnswer) -> JSON:
-    if answer.factor_set is None:
-        return {
-            "version": None,
-            "active": False,
-            "message": "no factor set yet: calibrated estimates use the published prior",
-            "prior_sources": answer.prior_sources,
-            "segments": [segment_view(item) for item in answer.prior_segments],
-        }
-    return factor_set_view(answer.factor_set, answer.active_version)
-
-
-def factor_history_view(history: FactorHistory) -> JSON:
-    return {"versions": [factor_set_view(item, history.active_version) for item in history.sets]}
-
-
-def refit_view(outcome: RefitOutcome) -> JSON:
-    """`reckon refit --json` and POST /v1/refit."""
-    return {
-        "factor_set": None if outcome.factor_set is None else outcome.factor_set.version,
-        "activated": outcome.activated,
-        "backtest": None if outcome.candidate is None else fields_of(outcome.candidate),
-        "baseline": None if outcome.baseline is None else fields_of(outcome.baseline),
-        "message": outcome.message,
-    }
-
-
-def jobs_view(jobs: Jobs) -> JSON:
-    return {
-        "schedule": jobs.schedule,
-        "timezone": jobs.timezone,
-        "passes": [pass_view(item) for item in jobs.passes],
-    }
-
-
-def health_view(health: Health) -> JSON:
-    return {
-        "status": "ok" if health.ready else "failing",
-        "database": health.database,
-        "mlflow": health.mlflow,
-    }
-
-
-def schema_view(status: SchemaStatus) -> JSON:
-    return {
-        "database": status.database,
-        "current": status.current,
-        "head": status.head,
-        "up_to_date": status.up_to_date,
-    }
-
-
 def hardware_view(specs: list[GpuSpec]) -> JSON:
     return {"gpus": [gpu_view(spec) for spec in specs]}
 
@@ -420,27 +291,3 @@ def estimates_view(saved: list[SavedEstimate]) -> JSON:
 
 def running_list_view(items: list[RunningProjection]) -> JSON:
     return {"running": [running_view(item) for item in items]}
-
-
-def import_view(outcome: ImportOutcome) -> JSON:
-    """`reckon import --json`: runs_seen, imported, skipped (each run_id and reason)."""
-    return {
-        "runs_seen": outcome.runs_seen,
-        "imported": [fields_of(item) for item in outcome.imported],
-        "skipped": [fields_of(item) for item in outcome.skipped],
-        "reconciled": outcome.reconciled,
-        "dry_run": outcome.dry_run,
-        "pass_status": outcome.pass_status,
-        "pass_id": outcome.pass_id,
-        "factor_set": outcome.factor_set,
-    }
-
-
-def launch_view(outcome: LaunchOutcome) -> JSON:
-    return {**fields_of(outcome), "child_run_ids": list(outcome.child_run_ids)}
-
-
-def mlflow_links_view(ui_url: str | None) -> dict[str, str | None]:
-    """GET /v1/mlflow: where the dashboard links run ids. MLflow's UI opens a run from its id
-    alone at `#/runs/<run_id>` (it looks up the experiment itself)."""
-    return {"ui_url": ui_url, "run_url": None if ui_url is None else ui_url + "/#/runs/{run_id}"}

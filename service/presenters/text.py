@@ -16,7 +16,8 @@ from service.domain import (
     SchemaStatus,
 )
 from service.hardware import PRECISIONS, GpuSpec
-from service.presenters.json_views import factors_view, running_view
+from service.presenters.json_loop import factors_view
+from service.presenters.json_views import running_view
 from service.results import (
     Answer,
     EstimateDetail,

@@ -19,7 +19,8 @@ from service.db import migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import Hardware, InputError, Model, SavedEstimate, UnavailableError
-from service.mlflow_source import MlflowRunSource, from_ms
+from service.mlflow_source import MlflowRunSource
+from service.mlflow_support import from_ms
 from tests.builders import a_request, an_estimate
 from tests.fault.entry import ROOT, reckon
 

@@ -21,7 +21,8 @@ from service.db import locks
 from service.db.tables import PassClaimRow, ReconcilePassRow, TagOutboxRow
 from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import ConflictError, UnavailableError
-from service.reconcile import WRITE_BACK_THREADS, PassOptions, PassOutcome, _owed_tags, run_pass
+from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.write_back import WRITE_BACK_THREADS, owed_tags
 from tests.fakes import FakeRunSource
 from tests.fault.test_bad_data import a_run, save
 
@@ -89,7 +90,7 @@ def test_tags_of_a_pass_killed_before_its_write_back_are_written_next_time(
     run_once(engine, source, write_back=False)  # committed, tags never written...
     with SqlUnitOfWork(engine) as uow:  # ...as if killed between the commit and the tags
         uow.outbox.queue(
-            _owed_tags(uow.reconciliations.history()), pass_id=None, now=datetime.now(UTC)
+            owed_tags(uow.reconciliations.history()), pass_id=None, now=datetime.now(UTC)
         )  # type: ignore[arg-type]
         uow.commit()
 

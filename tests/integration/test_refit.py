@@ -13,7 +13,7 @@ from service.bootstrap import build
 from service.cli import main
 from service.config import Settings
 from service.inputs import parse_inputs
-from service.presenters.json_views import factor_history_view, factors_view
+from service.presenters.json_loop import factor_history_view, factors_view
 from tests.builders import SEED_ARGS, SEED_INPUTS
 from tests.integration.history import START, Truth, simulate
 

@@ -286,7 +286,7 @@ def test_a_plan_is_the_fewest_gpus_that_meet_the_deadline() -> None:
     app = a_world().app
     deadline = 3.5 * 24 * HOUR
 
-    plan = app.plan(inputs(), deadline)
+    plan = app.plan(inputs(), deadline).plan
     fewer = app.estimate(inputs(gpus=plan.gpus - 1)).estimate
 
     assert plan.gpus == 1484 and plan.estimate.wall_seconds <= deadline
@@ -294,7 +294,7 @@ def test_a_plan_is_the_fewest_gpus_that_meet_the_deadline() -> None:
 
 
 def test_a_plan_in_whole_nodes_rounds_up_to_the_next_multiple() -> None:
-    plan = a_world().app.plan(inputs(), 3.5 * 24 * HOUR, multiple_of=8)
+    plan = a_world().app.plan(inputs(), 3.5 * 24 * HOUR, multiple_of=8).plan
 
     assert plan.gpus == 1488 and plan.multiple_of == 8
 

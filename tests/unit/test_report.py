@@ -104,6 +104,8 @@ def a_factor_version(version: int) -> FactorSet:
                 n=3 * version,
                 n_throughput=3 * version,
                 combined_only=False,
+                log_sigma_low=0.2,
+                log_sigma_high=0.2,
             )
             for segment, utilization, overhead in (
                 ("a100-80gb/bf16", 0.38 + 0.01 * version, 0.14),

@@ -1,0 +1,169 @@
+"""JSON views of the loop's and the operators' results: passes, skips, factor sets, refits,
+jobs, health, schema, import and launch. Same rule as json_views.py: the CLI's --json and
+the API speak the same field names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from service.domain import (
+    PassRecord,
+    SchemaStatus,
+    Skip,
+    fields_of,
+)
+from service.presenters.json_views import JSON, iso_time
+from service.results import (
+    FactorHistory,
+    FactorsAnswer,
+    Health,
+    Jobs,
+)
+
+if TYPE_CHECKING:
+    from service.factor_model import FactorSet, SegmentFactors
+    from service.importing import ImportOutcome
+    from service.launch import LaunchOutcome
+    from service.reconcile import PassOutcome
+    from service.refit import RefitOutcome
+
+
+def skip_view(skip: Skip) -> JSON:
+    return {
+        "run_id": skip.run_id,
+        "reason": skip.reason,
+        "detail": skip.detail,
+        "estimate_id": skip.estimate_id,
+    }
+
+
+def pass_view(record: PassRecord) -> JSON:
+    return {
+        "pass_id": record.id,
+        "trigger": record.trigger,
+        "status": record.status,
+        "started_at": iso_time(record.started_at),
+        "ended_at": iso_time(record.ended_at),
+        "window_after": iso_time(record.window_after),
+        "window_cutoff": iso_time(record.window_cutoff),
+        "runs_seen": record.runs_seen,
+        "reconciled": record.reconciled,
+        "skipped": record.skipped,
+        "factor_set": record.factor_set_version,
+        "error": record.error,
+    }
+
+
+def outcome_view(outcome: PassOutcome) -> JSON:
+    """What `reckon reconcile --json` and POST /v1/reconcile return."""
+    window = outcome.window
+    return {
+        "status": outcome.status,
+        "pass_id": outcome.pass_id,
+        "window_after": None if window is None else iso_time(window.after),
+        "window_cutoff": None if window is None else iso_time(window.cutoff),
+        "runs_seen": outcome.runs_seen,
+        "reconciled": len(outcome.reconciled),
+        "reconciled_estimates": [item.estimate_id for item in outcome.reconciled],
+        "skipped": [skip_view(skip) for skip in outcome.skipped],
+        "factor_set": outcome.factor_set,
+        "tags_written": outcome.tags_written,
+        "message": outcome.summary,
+    }
+
+
+def segment_view(factors: SegmentFactors) -> JSON:
+    return {**fields_of(factors), "effective": factors.effective}
+
+
+def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
+    return {
+        "version": factor_set.version,
+        "created_at": factor_set.created_at.isoformat(),
+        "activated_at": iso_time(factor_set.activated_at),
+        "active": factor_set.version == active_version,
+        "method": factor_set.method,
+        "parameters": dict(factor_set.parameters),
+        "provenance": dict(factor_set.provenance),
+        "reconciliation_count": factor_set.reconciliation_count,
+        "backtest_score": factor_set.backtest_score,
+        "baseline_score": factor_set.baseline_score,
+        "forced": factor_set.forced,
+        "segments": [segment_view(item) for item in factor_set.segments.values()],
+    }
+
+
+def factors_view(answer: FactorsAnswer) -> JSON:
+    if answer.factor_set is None:
+        return {
+            "version": None,
+            "active": False,
+            "message": "no factor set yet: calibrated estimates use the published prior",
+            "prior_sources": answer.prior_sources,
+            "segments": [segment_view(item) for item in answer.prior_segments],
+        }
+    return factor_set_view(answer.factor_set, answer.active_version)
+
+
+def factor_history_view(history: FactorHistory) -> JSON:
+    return {"versions": [factor_set_view(item, history.active_version) for item in history.sets]}
+
+
+def refit_view(outcome: RefitOutcome) -> JSON:
+    """`reckon refit --json` and POST /v1/refit."""
+    return {
+        "factor_set": None if outcome.factor_set is None else outcome.factor_set.version,
+        "activated": outcome.activated,
+        "backtest": None if outcome.candidate is None else fields_of(outcome.candidate),
+        "baseline": None if outcome.baseline is None else fields_of(outcome.baseline),
+        "message": outcome.message,
+    }
+
+
+def jobs_view(jobs: Jobs) -> JSON:
+    return {
+        "schedule": jobs.schedule,
+        "timezone": jobs.timezone,
+        "passes": [pass_view(item) for item in jobs.passes],
+    }
+
+
+def health_view(health: Health) -> JSON:
+    return {
+        "status": "ok" if health.ready else "failing",
+        "database": health.database,
+        "mlflow": health.mlflow,
+    }
+
+
+def schema_view(status: SchemaStatus) -> JSON:
+    return {
+        "database": status.database,
+        "current": status.current,
+        "head": status.head,
+        "up_to_date": status.up_to_date,
+    }
+
+
+def import_view(outcome: ImportOutcome) -> JSON:
+    """`reckon import --json`: runs_seen, imported, skipped (each run_id and reason)."""
+    return {
+        "runs_seen": outcome.runs_seen,
+        "imported": [fields_of(item) for item in outcome.imported],
+        "skipped": [fields_of(item) for item in outcome.skipped],
+        "reconciled": outcome.reconciled,
+        "dry_run": outcome.dry_run,
+        "pass_status": outcome.pass_status,
+        "pass_id": outcome.pass_id,
+        "factor_set": outcome.factor_set,
+    }
+
+
+def launch_view(outcome: LaunchOutcome) -> JSON:
+    return {**fields_of(outcome), "child_run_ids": list(outcome.child_run_ids)}
+
+
+def mlflow_links_view(ui_url: str | None) -> dict[str, str | None]:
+    """GET /v1/mlflow: where the dashboard links run ids. MLflow's UI opens a run from its id
+    alone at `#/runs/<run_id>` (it looks up the experiment itself)."""
+    return {"ui_url": ui_url, "run_url": None if ui_url is None else ui_url + "/#/runs/{run_id}"}
