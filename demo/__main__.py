@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -200,16 +201,37 @@ def main() -> None:
             nightly_pass(app)
             app.close()
             reckon("history", "--limit", "6", env=env)
-            reckon("accuracy", "--by", "gpu_type", env=env)
+            reckon("accuracy", "--by", "segment", env=env)
             reckon("factors", env=env)
             reckon(
                 "estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb",
                 "--gpus", "8", "--recompute", "full", "--calibrated", env=env,
             )  # fmt: skip
+            if args.keep:
+                reopen = next_steps(server, env)
     finally:
         if not args.keep:
             shutil.rmtree(ROOT, ignore_errors=True)
     print("\nstopped the MLflow server; done")
+    if args.keep:
+        print(reopen)
+
+
+def next_steps(server: MlflowServer, env: dict[str, str]) -> str:
+    """The exact commands that reopen what `--keep` kept: the MLflow server on its data,
+    the variables, and a few commands to try (the dashboard at `reckon serve`)."""
+    names = ("RECKON_DATABASE_URL", "MLFLOW_TRACKING_URI", "RECKON_EXPERIMENTS")
+    exports = "\n".join(f"export {name}={shlex.quote(env[name])}" for name in names)
+    mlflow = " ".join(shlex.quote(part) for part in server.command())
+    reckon = shlex.quote(str(Path(sys.executable).with_name("reckon")))
+    return (
+        f"\nkept {ROOT}; to reopen it:\n"
+        f"  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false {mlflow} &\n"
+        + "\n".join(f"  {line}" for line in exports.splitlines())
+        + f"\n  {reckon} history\n  {reckon} accuracy --by segment\n"
+        f"  {reckon} serve    # then open http://127.0.0.1:8000/ (the dashboard)\n"
+        f"remove it with: rm -r {shlex.quote(str(ROOT))}"
+    )
 
 
 if __name__ == "__main__":

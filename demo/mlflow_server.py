@@ -60,11 +60,9 @@ class MlflowServer:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def start(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
-        if self.running:
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        command = [
+    def command(self) -> list[str]:
+        """The `mlflow server` command line this server runs (shown by `make demo --keep`)."""
+        return [
             str(Path(sys.executable).parent / "mlflow"),
             "server",
             "--backend-store-uri",
@@ -78,6 +76,12 @@ class MlflowServer:
             "--workers",
             "1",
         ]
+
+    def start(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        if self.running:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        command = self.command()
         # The defaults start ~15 processes and ~2.4 GB; one worker and no job runner is
         # enough for tests (DESIGN §8).
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}

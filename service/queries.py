@@ -38,6 +38,13 @@ class Snapshot:
     median_abs_error_pct: float | None  # over the most recent reconciliations
     median_window: int  # how many: RECENT_FOR_MEDIAN
     tags_pending: int  # result tags MLflow has not accepted yet (the write-back outbox)
+    # The active factor set's time-ordered backtest (None before any set): median absolute
+    # % error of raw and of calibrated predictions on the same targets, calibrated P10-P90
+    # coverage, and how many targets.
+    backtest_raw_pct: float | None = None
+    backtest_calibrated_pct: float | None = None
+    backtest_coverage: float | None = None
+    backtest_targets: int | None = None
 
 
 RECENT_FOR_MEDIAN = 200
@@ -47,6 +54,8 @@ def snapshot(uow: UnitOfWork) -> Snapshot:
     with uow:
         recent = uow.passes.recent(50)
         errors = uow.reconciliations.recent_abs_errors(RECENT_FOR_MEDIAN)
+        active = uow.factor_sets.active()
+        scores = {} if active is None else dict(active.provenance)
         return Snapshot(
             last_pass=recent[0] if recent else None,
             last_success=next((p for p in recent if p.status == "succeeded"), None),
@@ -55,4 +64,16 @@ def snapshot(uow: UnitOfWork) -> Snapshot:
             median_abs_error_pct=statistics.median(errors) if errors else None,
             median_window=RECENT_FOR_MEDIAN,
             tags_pending=uow.outbox.count(),
+            backtest_raw_pct=_number(scores.get("backtest_raw_median_ape")),
+            backtest_calibrated_pct=_number(scores.get("backtest_median_ape")),
+            backtest_coverage=_number(scores.get("backtest_coverage")),
+            backtest_targets=_whole(scores.get("backtest_targets")),
         )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

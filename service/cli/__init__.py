@@ -36,15 +36,21 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.ClickException as error:
-        click.echo(f"reckon: error: {error.format_message()}", err=True)
+        click.echo(f"reckon: error: {one_line(error.format_message())}", err=True)
         return error.exit_code
     except click.exceptions.Abort:
         click.echo("reckon: aborted", err=True)
         return 130
     except ReckonError as error:
-        click.echo(f"reckon: error: {error}", err=True)
+        click.echo(f"reckon: error: {one_line(str(error))}", err=True)
         return exit_code(error)
     return result if isinstance(result, int) else 0
+
+
+def one_line(message: str) -> str:
+    """The message as one printable line: control characters a user's input brought in
+    (a newline, a carriage return, NUL) are shown escaped, never acted on by the terminal."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
 
 
 def exit_code(error: ReckonError) -> int:

@@ -68,6 +68,10 @@ def outcome_view(outcome: PassOutcome) -> JSON:
         "skipped": [skip_view(skip) for skip in outcome.skipped],
         "factor_set": outcome.factor_set,
         "tags_written": outcome.tags_written,
+        "tags_pending": outcome.tags_pending,
+        "missed_before_window": outcome.missed_before_window,
+        "missed_hint": outcome.missed_hint,
+        "holder": outcome.holder,
         "message": outcome.summary,
     }
 

@@ -49,7 +49,30 @@ def metrics_response(snap: Snapshot) -> tuple[bytes, str]:
     )
     gauge(
         "reckon_median_abs_error_pct",
-        f"Median absolute % error of the last {snap.median_window} reconciliations.",
+        f"Median absolute % error of the last {snap.median_window} reconciliations (raw).",
         snap.median_abs_error_pct,
+    )
+    backtest = Gauge(
+        "reckon_backtest_median_abs_error_pct",
+        "The active factor set's time-ordered backtest: median absolute % error of the raw "
+        "and of the calibrated predictions on the same targets.",
+        ["prediction"],
+        registry=registry,
+    )
+    for prediction, value in (
+        ("raw", snap.backtest_raw_pct),
+        ("calibrated", snap.backtest_calibrated_pct),
+    ):
+        if value is not None:
+            backtest.labels(prediction=prediction).set(value)
+    gauge(
+        "reckon_backtest_coverage_ratio",
+        "Share of the active set's backtest targets inside their calibrated P10-P90 (aim 0.8).",
+        snap.backtest_coverage,
+    )
+    gauge(
+        "reckon_backtest_targets",
+        "How many runs the active set's backtest scored (the n behind the two above).",
+        snap.backtest_targets,
     )
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -98,3 +98,21 @@ def test_the_shared_vocabulary_is_accepted(
     assert json.loads(by_gpu)["groups"] == json.loads(by_type)["groups"]
     assert code == 0 and len(json.loads(recent)["history"]) == 12
     assert "alias" in help_text
+
+
+def test_metrics_export_raw_and_calibrated_error_and_coverage_of_the_active_set(
+    cli_env: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    simulate(engine, [A100, Truth("h100-sxm", "bf16", 0.45, 0.2)], 30)
+    assert reckon(capsys, "refit")[0] == 0
+    _, out, _ = reckon(capsys, "factors", "--json")
+    provenance = json.loads(out)["provenance"]
+
+    with TestClient(create_app(build(Settings(database_url=cli_env)))) as api:
+        text = api.get("/metrics").text
+
+    raw, calibrated = provenance["backtest_raw_median_ape"], provenance["backtest_median_ape"]
+    assert f'reckon_backtest_median_abs_error_pct{{prediction="raw"}} {raw}' in text
+    assert f'reckon_backtest_median_abs_error_pct{{prediction="calibrated"}} {calibrated}' in text
+    assert f"reckon_backtest_coverage_ratio {provenance['backtest_coverage']}" in text
+    assert f"reckon_backtest_targets {float(provenance['backtest_targets'])}" in text

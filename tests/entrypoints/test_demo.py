@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +15,33 @@ pytestmark = pytest.mark.mlflow
 
 
 def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "demo"], cwd=ROOT, capture_output=True, text=True,
-        timeout=240, check=False,
-    )  # fmt: skip
+    shutil.rmtree(ROOT / ".demo", ignore_errors=True)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "demo", "--keep"], cwd=ROOT, capture_output=True, text=True,
+            timeout=300, check=False,
+        )  # fmt: skip
+        kept = (ROOT / ".demo" / "reckon.db").is_file()
+        reopened = _reopen_history(done.stdout)
+    finally:
+        shutil.rmtree(ROOT / ".demo", ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout + done.stderr
     assert "predicted 3 days 12 hours, observed 3 days 8 hours, +5.0% over" in out
     assert "succeeded" in out and "reconciled, 0 skipped" in out
     assert "median APE" in out and "calibrated" in out
     assert "P10 / P50 / P90" in out and "factors from     factor set 1" in out
-    assert not (ROOT / ".demo").exists()  # it cleans up after itself
+    # --keep keeps the data and prints the exact commands that reopen it; they work.
+    assert kept and "to reopen it:" in out and "reckon serve" in out
+    assert reopened.returncode == 0 and "+5.0% over" in reopened.stdout, reopened.stderr
+
+
+def _reopen_history(printed: str) -> subprocess.CompletedProcess[str]:
+    """Run the printed `export` lines and `reckon history`, as a user pasting them would."""
+    lines = [line.strip() for line in printed.splitlines()]
+    exports = [line for line in lines if line.startswith("export ")]
+    history = next(line for line in lines if line.endswith(" history"))
+    script = "\n".join([*exports, history])
+    return subprocess.run(
+        ["sh", "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
