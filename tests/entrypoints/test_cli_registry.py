@@ -58,7 +58,7 @@ def test_record_then_link_then_show(cli_env: str, capsys: pytest.CaptureFixture[
     code, out, _ = run(capsys, "record", "--predicted", "3.5d", "--gpu", "a100-80gb", "--gpus", "8")
     assert code == 0
     estimate_id = out.strip()
-    code, out, _ = run(capsys, "link", estimate_id, "0123456789abcdef")
+    code, out, _ = run(capsys, "link", estimate_id, "0123456789abcdef", "--force")  # no MLflow
     assert code == 0
     code, out, _ = run(capsys, "estimates", "show", estimate_id, "--json")
     shown = json.loads(out)
@@ -84,8 +84,8 @@ def test_linking_a_run_owned_by_another_estimate_is_refused(
         run(capsys, "record", "--predicted", "80h", "--gpu", "h100", "--gpus", "8")[1].strip()
         for _ in range(2)
     )
-    assert run(capsys, "link", first, "run-x")[0] == 0
-    code, _, err = run(capsys, "link", second, "run-x")
+    assert run(capsys, "link", first, "run-x", "--force")[0] == 0
+    code, _, err = run(capsys, "link", second, "run-x", "--force")
     assert code == 4 and first in err
 
 
