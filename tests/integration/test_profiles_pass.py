@@ -80,10 +80,11 @@ def test_a_linked_composer_run_reconciles_both_factors_through_its_profile(
 def test_a_short_lightning_run_without_rates_reconciles_combined_and_says_why(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
-    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
-    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    # 256 GPUs: about 20 days planned, so a 20-day run implies a plausible utilization.
+    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=256), now=datetime.now(UTC))
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=25)
     run_id = make_training_run(
-        mlflow_client, experiment_id, start=start, end=start + timedelta(hours=5),
+        mlflow_client, experiment_id, start=start, end=start + timedelta(days=20),
         metrics={"train/time": 600.0, "train/batches": 30.0, "train/samples": 240.0},
         tags={ESTIMATE_TAG: saved.id},
     )  # fmt: skip
