@@ -17,8 +17,6 @@ from service.domain import (
     SchemaStatus,
     Skip,
 )
-from service.factor_model import FactorSet
-from service.observations import ObservationArrays
 
 if TYPE_CHECKING:  # the refit's types need numpy; the ports are imported at start-up
     from service.factor_model import FactorSet

@@ -947,7 +947,9 @@ def test_filters_in_the_url_narrow_every_panel(
     sent = stub.sent("/v1/history") + stub.sent("/v1/accuracy")
     for query in sent:  # the time range reaches the API as an ISO time 30 days back
         since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
-        assert abs(since - cutoff) < timedelta(minutes=5)
+        assert abs(since - cutoff) < timedelta(
+            minutes=20
+        )  # the test itself may take minutes on a loaded machine
     keep_screenshot(capsys, screenshot)
 
 
