@@ -20,7 +20,7 @@ FLOPs / (gpus·peak·u_i), wall = compute / (1 − f_i). About 20% crash once (a
 run, a gap, then a FINISHED run ending at start + wall: the crash is part of the overhead);
 about 10% log no throughput metric.
 
-The replay runs in simulated time: the container's clock is replaced by a `SimClock`, so a
+The replay runs in simulated time: the application's clock is replaced by a `SimClock`, so a
 pass cuts its window at the simulated now and the refit weights recency from it. In start
 order, at each job's start the benchmark (1) asks Reckon for a calibrated estimate (the
 active factor set, fitted only from runs that ended before the last pass) and saves it, as a
@@ -28,7 +28,7 @@ planner would; (2) computes the uncalibrated u = 0.4, f = 0 estimate; (3) comput
 oracle: the job's wall time at the segment's true u and f (no noise). It then writes the
 job's MLflow runs, tagged with the estimate id, with their future (simulated) end times: a
 pass only reads runs whose end time is at or before its cutoff, so no run is seen early.
-A nightly pass (`container.reconcile(trigger="scheduler")`, reconcile then refit) runs at
+A nightly pass (`app.reconcile(trigger="scheduler")`, reconcile then refit) runs at
 02:00 UTC of every simulated day, and after the last job ends every job must be reconciled.
 
 Reported: median absolute % error (|predicted/observed − 1|, as Reckon scores itself) of
@@ -67,13 +67,15 @@ from demo.mlflow_server import (
     make_training_run,
     unique_name,
 )
-from service import estimates, queries
-from service.bootstrap import Container, build
+from service import estimates
+from service.app import Reckon
+from service.bootstrap import build
 from service.config import Settings
 from service.db import migrate
 from service.db.engine import make_engine
 from service.domain import ESTIMATE_TAG, EstimateRequest, Factors, Reconciliation
 from service.estimates import RawInputs
+from service.presenters.json_loop import factors_view
 
 METRIC = "tokens_per_second"
 HISTORY_START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -189,8 +191,8 @@ class SimClock:
 # --- the simulated history ----------------------------------------------------------------
 
 
-def peak_flops(container: Container, segment: Segment) -> float:
-    return container.catalog.peak_flops(segment.gpu, segment.precision)
+def peak_flops(app: Reckon, segment: Segment) -> float:
+    return app.catalog.peak_flops(segment.gpu, segment.precision)
 
 
 def simulate_jobs(
@@ -267,8 +269,8 @@ def pass_times(jobs: Sequence[Job]) -> list[datetime]:
 # --- predicting and running one job --------------------------------------------------------
 
 
-def request_for(container: Container, job: Job) -> EstimateRequest:
-    raw = RawInputs(
+def raw_for(job: Job) -> RawInputs:
+    return RawInputs(
         params=job.params,
         tokens=job.tokens,
         gpu=job.segment.gpu,
@@ -276,26 +278,22 @@ def request_for(container: Container, job: Job) -> EstimateRequest:
         precision=job.segment.precision,
         recompute=job.recompute,
     )
-    return estimates.build_request(container.catalog, raw)
 
 
-def predict(container: Container, job: Job) -> Prediction:
+def request_for(app: Reckon, job: Job) -> EstimateRequest:
+    return estimates.build_request(app.catalog, raw_for(job))
+
+
+def predict(app: Reckon, job: Job) -> Prediction:
     """At the job's start: calibrated (saved, as a planner would), uncalibrated, oracle."""
-    request = request_for(container, job)
-    calibrated = container.calibrated(request, None)
+    request = request_for(app, job)
+    answer = app.save(raw_for(job), calibrated=True, label=f"bench-calibration job {job.index}")
+    calibrated, saved = answer.answer.calibrated, answer.saved  # saved at the job's start
+    assert calibrated is not None
     result = calibrated.estimate
     expected_flops = 6.0 * job.params * job.tokens * RECOMPUTE_FACTOR[job.recompute]
     if not math.isclose(result.flops, expected_flops, rel_tol=1e-9):
         raise AssertionError(f"job {job.index}: Reckon's FLOPs {result.flops} != {expected_flops}")
-    saved = estimates.save(
-        container.uow(),
-        result,
-        now=job.start,
-        label=f"bench-calibration job {job.index}",
-        interval=calibrated.interval,
-        factor_set_version=calibrated.factor_set,
-        factor_source=calibrated.factors.level,
-    )
     oracle = Factors(job.true_u, job.true_f)
     return Prediction(
         job=job,
@@ -305,14 +303,14 @@ def predict(container: Container, job: Job) -> Prediction:
         p90=calibrated.interval.p90,
         level=calibrated.factors.level,
         factor_set=calibrated.factor_set,
-        oracle=_wall(container, request, oracle),
-        uncalibrated=_wall(container, request, UNCALIBRATED),
+        oracle=_wall(app, request, oracle),
+        uncalibrated=_wall(app, request, UNCALIBRATED),
     )
 
 
-def _wall(container: Container, request: EstimateRequest, factors: Factors) -> float:
+def _wall(app: Reckon, request: EstimateRequest, factors: Factors) -> float:
     changed = dataclasses.replace(request, factors=factors)
-    return estimates.compute(container.catalog, changed).wall_seconds
+    return estimates.compute(app.catalog, changed).wall_seconds
 
 
 def write_runs(client: MlflowClient, experiment_id: str, job: Job, estimate_id: str) -> None:
@@ -347,7 +345,7 @@ class ReplayStats:
 
 
 def replay(
-    container: Container,
+    app: Reckon,
     clock: SimClock,
     client: MlflowClient,
     experiment_id: str,
@@ -360,27 +358,27 @@ def replay(
     predictions = []
     for job in jobs:
         while next_pass is not None and next_pass <= job.start:
-            nightly_pass(container, clock, next_pass, stats)
+            nightly_pass(app, clock, next_pass, stats)
             next_pass = next(schedule, None)
         clock.advance_to(job.start)
-        prediction = predict(container, job)
+        prediction = predict(app, job)
         write_runs(client, experiment_id, job, prediction.estimate_id)
         predictions.append(prediction)
     while next_pass is not None:
-        nightly_pass(container, clock, next_pass, stats)
+        nightly_pass(app, clock, next_pass, stats)
         next_pass = next(schedule, None)
     return predictions, stats
 
 
-def nightly_pass(container: Container, clock: SimClock, at: datetime, stats: ReplayStats) -> None:
+def nightly_pass(app: Reckon, clock: SimClock, at: datetime, stats: ReplayStats) -> None:
     clock.advance_to(at)
     started = time.perf_counter()
-    outcome = container.reconcile(trigger="scheduler")
+    outcome = app.reconcile(trigger="scheduler")
     for _ in range(LOCK_RETRIES):  # a shared PostgreSQL: the advisory lock is database-wide
         if outcome.status != "locked":
             break
         time.sleep(0.5)
-        outcome = container.reconcile(trigger="scheduler")
+        outcome = app.reconcile(trigger="scheduler")
     stats.pass_seconds += time.perf_counter() - started
     if outcome.status != "succeeded":
         raise RuntimeError(f"pass at {at:%Y-%m-%d}: {outcome.summary}")
@@ -388,15 +386,11 @@ def nightly_pass(container: Container, clock: SimClock, at: datetime, stats: Rep
     stats.reconciled += len(outcome.reconciled)
 
 
-def check_reconciled(
-    container: Container, predictions: Sequence[Prediction], stats: ReplayStats
-) -> None:
+def check_reconciled(app: Reckon, predictions: Sequence[Prediction], stats: ReplayStats) -> None:
     """Every job reconciled exactly once, with the wall time the simulation produced (so a
     crashed job's FAILED run, seen by an earlier pass, counted) and, when it logged
     throughput, the utilization and overhead it actually had."""
-    rows: dict[str, Reconciliation] = {
-        row.estimate_id: row for row in queries.history(container.uow())
-    }
+    rows: dict[str, Reconciliation] = {row.estimate_id: row for row in app.history()}
     missing = [p.job.index for p in predictions if p.estimate_id not in rows]
     if missing or len(rows) != len(predictions) or stats.reconciled != len(predictions):
         raise AssertionError(
@@ -543,13 +537,12 @@ def table(rows: Sequence[Score]) -> list[str]:
     return lines
 
 
-def service_facts(container: Container) -> list[str]:
+def service_facts(app: Reckon) -> list[str]:
     """What Reckon ended with: how many refits were activated, and the last active factor
     set against the truth at the end of the history."""
-    with container.uow() as uow:
-        sets = uow.factor_sets.all(limit=1_000_000)
+    sets = app.factor_history().sets
     activated = sum(1 for item in sets if item.activated_at is not None)
-    document = container.factor_set(None)
+    document = factors_view(app.factors())
     by_key = {item["segment"]: item for item in document["segments"]}
     lines = [
         f"Refits made {len(sets)} factor sets; {activated} were activated, the others kept "
@@ -692,21 +685,20 @@ def main() -> None:
                 write_back_tags=False,
                 **tuning,
             )
-            container = build(settings)
             clock = SimClock(HISTORY_START)
-            container.__dict__["clock"] = clock
+            app = build(settings, clock=clock)
             try:
-                peaks = {s.name: peak_flops(container, s) for s in SEGMENTS}
+                peaks = {s.name: peak_flops(app, s) for s in SEGMENTS}
                 drift = Drift(midpoint(args.days), args.drift_days)
                 rng = np.random.default_rng(args.seed)
                 jobs = simulate_jobs(rng, args.jobs, args.days, peaks, drift)
                 started = time.perf_counter()
-                predictions, stats = replay(container, clock, client, experiment_id, jobs)
+                predictions, stats = replay(app, clock, client, experiment_id, jobs)
                 timings["replay"] = time.perf_counter() - started
-                check_reconciled(container, predictions, stats)
-                facts = service_facts(container)
+                check_reconciled(app, predictions, stats)
+                facts = service_facts(app)
             finally:
-                container.close()
+                app.close()
         finally:
             server.stop()
     timings["total"] = time.perf_counter() - began

@@ -1,5 +1,5 @@
 """The refit end to end over N stored reconciliations (DESIGN §7: 1M within a few seconds on
-2 cores): `Container.refit()` reads the observations from the database, fits, runs the
+2 cores): `Reckon.refit()` reads the observations from the database, fits, runs the
 time-ordered backtest gate and stores the factor set. The history is written with Core
 bulk inserts (estimate and reconciliation rows, no MLflow), synthetic like bench_refit.
 
@@ -31,7 +31,7 @@ from sqlalchemy import Engine, delete, func, insert, select
 from bench.bench_refit import peak_rss_mb, synthetic_history
 from service import backtest as backtesting
 from service import factor_model, fit, refit
-from service.bootstrap import Container, build
+from service.bootstrap import build
 from service.config import Settings
 from service.db import migrate
 from service.db.engine import make_engine
@@ -39,6 +39,7 @@ from service.db.tables import EstimateRow, FactorSetRow, ReconciliationRow, Segm
 from service.db.unit_of_work import SqlUnitOfWork
 from service.factor_model import FactorSet
 from service.observations import ObservationArrays
+from service.priors import default_prior
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 CHUNK = 20_000
@@ -122,7 +123,7 @@ def write_history(
             connection.execute(insert(ReconciliationRow), reconciliations)
 
 
-def add_active_set(engine: Engine, container: Container, created_at: datetime) -> int:
+def add_active_set(engine: Engine, created_at: datetime) -> int:
     """A prior-only factor set, active since `created_at` (what the gate compares with)."""
     with SqlUnitOfWork(engine) as uow:
         stored = uow.factor_sets.add(
@@ -130,7 +131,7 @@ def add_active_set(engine: Engine, container: Container, created_at: datetime) -
                 version=0,
                 created_at=created_at,
                 activated_at=created_at,
-                segments={factor_model.PRIOR_KEY: factor_model.prior_factors(container.prior)},
+                segments={factor_model.PRIOR_KEY: factor_model.prior_factors(default_prior())},
                 method="bench",
                 parameters={},
                 provenance={},
@@ -186,29 +187,26 @@ def main() -> None:
         write_history(engine, args.n, days=args.days, newest=NOW - timedelta(hours=1))
         seconds = time.perf_counter() - started
         print(f"wrote {args.n:,} estimates and reconciliations in {seconds:.1f} s")
-        container = build(Settings(database_url=url))
-        container.__dict__["clock"] = FixedClock(NOW)
+        app = build(Settings(database_url=url), clock=FixedClock(NOW))
+        prior = default_prior()
 
-        # The parts alone (the same calls Container.refit makes).
-        params = container.fit_parameters
+        # The parts alone (the same calls Reckon.refit makes).
+        params = app.fit_parameters
         horizon = NOW - timedelta(seconds=fit.horizon_seconds(params))
         found: list[ObservationArrays] = []
 
         def read() -> None:
-            with container.uow() as uow:
+            with SqlUnitOfWork(engine) as uow:
                 found.append(uow.factor_sets.observation_arrays(since=horizon)[0])
 
         read_s = [timed(read) for _ in range(args.repeat)]
         data = found[-1]
-        fit_s = [
-            timed(lambda: fit.fit(data, container.prior, params, as_of=NOW))
-            for _ in range(args.repeat)
-        ]
+        fit_s = [timed(lambda: fit.fit(data, prior, params, as_of=NOW)) for _ in range(args.repeat)]
         after = NOW - timedelta(days=1)
 
         def backtest(cut: datetime | None) -> None:
             backtesting.backtest(
-                data, cut, container.prior, params,
+                data, cut, prior, params,
                 max_targets=refit.BACKTEST_TARGETS, by_start=True,
                 history_rows=refit.BACKTEST_HISTORY_ROWS,
             )  # fmt: skip
@@ -223,18 +221,18 @@ def main() -> None:
         cases: dict[str, list[float]] = {}
         outcomes: dict[str, str] = {}
         for name in ("gate", "first"):
-            base = add_active_set(engine, container, after) if name == "gate" else 0
+            base = add_active_set(engine, after) if name == "gate" else 0
             cases[name] = []
             for _ in range(args.repeat):
                 drop_sets_after(engine, base)
                 started = time.perf_counter()
-                outcome = container.refit()
+                outcome = app.refit()
                 cases[name].append(time.perf_counter() - started)
                 outcomes[name] = outcome.message
             drop_sets_after(engine, 0)
         with engine.connect() as connection:
             stored = connection.scalar(select(func.count()).select_from(ReconciliationRow))
-        container.close()
+        app.close()
         engine.dispose()
 
     print(
@@ -247,8 +245,8 @@ def main() -> None:
     print(f"fit                     {summary(fit_s)}")
     print(f"backtest, gate          {summary(backtest_s['gate'])}  ({targets} targets)")
     print(f"backtest, first         {summary(backtest_s['first'])}")
-    print(f"Container.refit, gate   {summary(cases['gate'])}")
-    print(f"Container.refit, first  {summary(cases['first'])}")
+    print(f"Reckon.refit, gate   {summary(cases['gate'])}")
+    print(f"Reckon.refit, first  {summary(cases['first'])}")
     print(f"  gate:  {outcomes['gate']}")
     print(f"  first: {outcomes['first']}")
     print(f"peak RSS MB             {peak_rss_mb():.0f}")
