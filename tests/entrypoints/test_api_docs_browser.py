@@ -8,9 +8,7 @@ skip, or fail when CI is set."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import threading
 import time
 import urllib.request
@@ -26,7 +24,13 @@ from service.api import create_app
 from service.api_docs import ASSETS_URL
 from service.bootstrap import build
 from service.config import Settings
-from tests.entrypoints.test_dashboard_browser import CHROMIUM, Browser
+from tests.entrypoints.test_dashboard_browser import (  # the one headless Chromium driver
+    Browser,
+    browser,
+    chromium,
+)
+
+__all__ = ["browser", "chromium"]  # fixtures used here
 
 SERVER_READY_SECONDS = 20.0
 # Routes a reader of the docs must find, whatever else the API grows.
@@ -105,22 +109,6 @@ def test_the_swagger_bundle_is_served_as_javascript(base_url: str) -> None:
 
 
 # --- in a browser with no network -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    binary = shutil.which("chromium") or (CHROMIUM if Path(CHROMIUM).exists() else None)
-    if binary is None:
-        reason = "chromium is not installed (Debian: apt-get install -y chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI is set, so the API docs must be tested", pytrace=False)
-        pytest.skip(f"{reason}; CI would fail here")
-    return binary
-
-
-@pytest.fixture
-def browser(chromium: str, tmp_path: Path) -> Browser:
-    return Browser(chromium, tmp_path / "chromium")
 
 
 def rendered(browser: Browser, url: str, *, shot: Path | None = None) -> tuple[str, list[str]]:

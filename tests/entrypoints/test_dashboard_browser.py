@@ -294,7 +294,7 @@ def chromium() -> str:
     if binary is None:
         reason = "chromium is not installed (Debian: apt-get install -y chromium)"
         if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI is set, so the dashboard must be tested", pytrace=False)
+            pytest.fail(f"{reason}; CI is set, so the browser tests must run", pytrace=False)
         pytest.skip(f"{reason}; CI would fail here")
     return binary
 
