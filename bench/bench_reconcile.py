@@ -2,22 +2,35 @@
 may cost at most 1.25x the listing), on a real MLflow server and a real database.
 
     python -m bench.bench_reconcile --n 2000 [--database-url postgresql+psycopg://...]
+        [--repeat 5]
 
 Each run is linked to its own saved estimate (the worst case: every run reconciles). The
 pass is timed without the MLflow tag write-back (reported separately: it is one HTTP call
-per reconciled run, done after the commit with a small thread pool)."""
+per reconciled run, done after the commit with a small thread pool).
+
+The runs are created once; then `--repeat` rounds each time a bare `search_runs` listing
+and a pass on emptied result tables (the estimates stay), alternating so that a change in
+the machine's load hits both. Each listing and each pass runs in a fresh process, which
+reports its own time and peak RSS: the RSS is the pass's, not the populating's. A
+PostgreSQL URL gets a schema of its own, dropped afterwards."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from sqlalchemy import text
 
 from bench.bench_listing import bare_listing
 from demo.mlflow_server import (
@@ -36,8 +49,14 @@ from service.domain import ESTIMATE_TAG
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, run_pass
 from tests.builders import an_estimate
+from tests.databases import empty_database
 
 METRIC = "tokens_per_second"
+# What a pass writes; emptied before each timed pass (the estimates and their runs stay).
+RESULT_TABLES = (
+    "tag_outbox", "reconciliation", "run_link", "skipped_run", "staged_reconciliation",
+    "staged_run", "mlflow_run", "sync_state", "pass_claim", "reconcile_pass",
+)  # fmt: skip
 
 
 def populate(uri: str, engine_url: str, n: int, threads: int = 4) -> str:
@@ -92,51 +111,99 @@ def one_pass(uri: str, engine_url: str, experiment_id: str, write_back: bool) ->
     return elapsed, len(outcome.reconciled)
 
 
+def empty_results(engine_url: str) -> None:
+    engine = make_engine(engine_url)
+    with engine.begin() as connection:
+        for table in RESULT_TABLES:
+            connection.execute(text(f"DELETE FROM {table}"))
+    engine.dispose()
+
+
+def measure(kind: str, uri: str, engine_url: str, experiment_id: str) -> dict[str, float]:
+    """In a fresh process: one listing or one pass, its seconds and the process's peak RSS."""
+    command = [sys.executable, "-m", "bench.bench_reconcile", "--measure", kind]
+    command += ["--uri", uri, "--database-url", engine_url, "--experiment", experiment_id]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _measure_here(args: argparse.Namespace) -> None:
+    if args.measure == "listing":
+        started = time.perf_counter()
+        count = bare_listing(args.uri, args.experiment, 1000)
+        seconds = time.perf_counter() - started
+    else:
+        seconds, count = one_pass(args.uri, args.database_url, args.experiment, False)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "count": count, "rss_mb": rss_mb}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--database-url", default=None, help="default: a temp SQLite file")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds of listing + pass")
+    parser.add_argument("--measure", choices=("listing", "pass"), help=argparse.SUPPRESS)
+    parser.add_argument("--uri", help=argparse.SUPPRESS)
+    parser.add_argument("--experiment", help=argparse.SUPPRESS)
     args = parser.parse_args()
     for name, value in CLIENT_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    if args.measure:
+        _measure_here(args)
+        return
     with tempfile.TemporaryDirectory() as tmp, MlflowServer(Path(tmp) / "mlflow") as server:
-        url = args.database_url or f"sqlite:///{Path(tmp) / 'reckon.db'}"
-        engine = make_engine(url)
-        migrate.upgrade(engine)
-        engine.dispose()
-        started = time.perf_counter()
-        experiment_id = populate(server.uri, url, args.n)
-        print(f"populated {args.n} runs and estimates in {time.perf_counter() - started:.1f} s")
-        listing_best = min(
-            _timed(lambda: bare_listing(server.uri, experiment_id, 1000)) for _ in range(3)
-        )
-        pass_seconds, reconciled = one_pass(server.uri, url, experiment_id, write_back=False)
-        rerun_seconds, rerun_reconciled = one_pass(server.uri, url, experiment_id, False)
-        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
-            f"{datetime.now(UTC):%Y-%m-%d}, database {url.split(':')[0]}"
-        )
-        print(
-            f"bare search_runs listing of {args.n} runs (best of 3): {listing_best:.2f} s "
-            f"({1000 * listing_best / args.n:.2f} ms/run)"
-        )
-        print(
-            f"reconcile pass over {args.n} new runs: {pass_seconds:.2f} s, "
-            f"{reconciled} reconciled; ratio to listing {pass_seconds / listing_best:.2f}"
-        )
-        print(
-            f"second pass over the same runs: {rerun_seconds:.2f} s, "
-            f"{rerun_reconciled} reconciled (idempotent)"
-        )
-        print(f"peak RSS of this process: {rss_mb:.0f} MB")
+        dialect = "postgresql" if args.database_url else "sqlite"
+        with empty_database(dialect, Path(tmp), args.database_url) as url:
+            _bench(server.uri, url, args.n, args.repeat)
 
 
-def _timed(call: object) -> float:
-    assert callable(call)
+def _bench(uri: str, url: str, n: int, repeat: int) -> None:
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
     started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
+    experiment_id = populate(uri, url, n)
+    print(f"populated {n} runs and estimates in {time.perf_counter() - started:.1f} s")
+    bare_listing(uri, experiment_id, 1000)  # warm the server
+    listings, passes = [], []
+    for _ in range(repeat):
+        listings.append(measure("listing", uri, url, experiment_id))
+        empty_results(url)
+        passes.append(measure("pass", uri, url, experiment_id))
+        if passes[-1]["count"] != n:
+            raise SystemExit(f"the pass reconciled {passes[-1]['count']} of {n} runs")
+    rerun = measure("pass", uri, url, experiment_id)
+    listing_s = [item["seconds"] for item in listings]
+    pass_s = [item["seconds"] for item in passes]
+    print(
+        f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+        f"{datetime.now(UTC):%Y-%m-%d}, database {url.split(':')[0]}, {n} runs, "
+        f"{repeat} rounds (each in a fresh process)"
+    )
+    print(
+        f"bare search_runs listing: median {statistics.median(listing_s):.3f} s, "
+        f"best {min(listing_s):.3f} s ({1000 * statistics.median(listing_s) / n:.2f} ms/run)"
+    )
+    print(
+        f"reconcile pass, {n} new runs: median {statistics.median(pass_s):.3f} s, "
+        f"best {min(pass_s):.3f} s"
+    )
+    print(
+        f"ratio to listing: median {statistics.median(pass_s) / statistics.median(listing_s):.2f}"
+        f", best {min(pass_s) / min(listing_s):.2f}; per round "
+        + " ".join(f"{p / q:.2f}" for p, q in zip(pass_s, listing_s, strict=True))
+    )
+    print(
+        f"second pass over the same runs: {rerun['seconds']:.3f} s, "
+        f"{rerun['count']:.0f} reconciled (idempotent)"
+    )
+    rss = [item["rss_mb"] for item in passes]
+    print(
+        f"peak RSS of a pass process: {max(rss):.0f} MB (listing process "
+        f"{max(item['rss_mb'] for item in listings):.0f} MB)"
+    )
 
 
 if __name__ == "__main__":

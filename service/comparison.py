@@ -15,6 +15,7 @@ from service.domain import (
     TERMINAL_STATUSES,
     FactorsKind,
     ObservedRun,
+    Planned,
     Reconciliation,
     SavedEstimate,
     Skip,
@@ -111,12 +112,10 @@ def throughput_problem(run: ObservedRun) -> Skip | None:
 def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliation | None:
     """The comparison for one estimate, or None while no linked run has FINISHED (or when
     the runs' numbers are implausible: `judge` says why)."""
-    return judge(saved, runs)[0]
+    return judge(Planned.of(saved), runs)[0]
 
 
-def judge(
-    saved: SavedEstimate, runs: Sequence[ObservedRun]
-) -> tuple[Reconciliation | None, Skip | None]:
+def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | None, Skip | None]:
     """The comparison for one estimate over all its usable linked runs (None while no
     linked run has FINISHED), and a skip when something in it was implausible. Wall time runs
     from the first start to the last end, so restarts, gaps and FAILED/KILLED segments count
@@ -137,10 +136,10 @@ def judge(
     ended_at = max(run.ended_at for run in usable if run.ended_at)
     observed = (ended_at - started_at).total_seconds()
     if observed <= 0:
-        return None, Skip(last.run_id, ZERO_LENGTH, "the runs span no time", saved.id)
-    predicted = saved.predicted_wall_seconds
-    compute_seconds, profile = _observed_compute_seconds(saved, usable)
-    implied_u, implied_f, effective_u, kind = _implied_factors(saved, observed, compute_seconds)
+        return None, Skip(last.run_id, ZERO_LENGTH, "the runs span no time", plan.id)
+    predicted = plan.predicted_wall_seconds
+    compute_seconds, profile = _observed_compute_seconds(plan, usable)
+    implied_u, implied_f, effective_u, kind = _implied_factors(plan, observed, compute_seconds)
     clamped = implied_f is not None and implied_f < 0
     if clamped:
         implied_f = 0.0  # the run timed more compute than wall (HF): never a negative share
@@ -150,27 +149,26 @@ def judge(
             f"throughput implies utilization {implied_u!r} and overhead {implied_f!r}; "
             "only the combined factor is kept"
         )
-        skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, saved.id)
+        skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
         compute_seconds, implied_u, implied_f, kind = None, None, None, "combined"
     if effective_u is not None and not _plausible(effective_u, 0.0):
         detail = (
             f"wall time {observed:.0f} s implies effective utilization {effective_u!r} "
             "(beyond the hardware's peak); only the time comparison is kept"
         )
-        skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, saved.id)
+        skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
         compute_seconds, implied_u, implied_f, effective_u, kind = None, None, None, None, "none"
-    interval = saved.interval
     item = Reconciliation(
-        estimate_id=saved.id,
+        estimate_id=plan.id,
         run_ids=tuple(run.run_id for run in usable),
-        gpu=saved.gpu,
-        precision=saved.precision,
-        recompute=None if saved.estimate is None else saved.estimate.request.recompute,
+        gpu=plan.gpu,
+        precision=plan.precision,
+        recompute=plan.recompute,
         started_at=started_at,
         ended_at=ended_at,
         predicted_seconds=predicted,
-        predicted_seconds_p10=None if interval is None else interval.p10,
-        predicted_seconds_p90=None if interval is None else interval.p90,
+        predicted_seconds_p10=plan.p10,
+        predicted_seconds_p90=plan.p90,
         observed_seconds=observed,
         observed_compute_seconds=compute_seconds,
         ratio=observed / predicted,
@@ -183,12 +181,12 @@ def judge(
         failed_segments=sum(1 for run in usable if run.status != "FINISHED"),
         profile=profile,
         note=OVERHEAD_CLAMPED if clamped and kind == "separate" else None,
-        kind=saved.kind,
+        kind=plan.kind,
     )
     numbers = (item.ratio, item.error_pct, item.predicted_seconds, item.observed_seconds)
     if not all(math.isfinite(value) for value in numbers):
         detail = f"predicted {predicted!r} s against observed {observed!r} s is not a number"
-        return None, Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, saved.id)
+        return None, Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
     return item, skip
 
 
@@ -200,13 +198,13 @@ def _plausible(utilization: float | None, overhead: float | None) -> bool:
 
 
 def _observed_compute_seconds(
-    saved: SavedEstimate, runs: Sequence[ObservedRun]
+    plan: Planned, runs: Sequence[ObservedRun]
 ) -> tuple[float | None, str | None]:
     """tokens / steady-state throughput, and the profile it was read with. The throughput
     is whole-job tokens/s; the last FINISHED segment's (else any segment's) stands for the
     job. A run whose profile gives a compute time but no rate (HF without token counting)
     contributes that time as it is."""
-    if saved.estimate is None:
+    if plan.tokens is None:
         return None, None
     candidates = [
         run
@@ -218,21 +216,20 @@ def _observed_compute_seconds(
     finished = [run for run in candidates if run.status == "FINISHED"]
     chosen = max(finished or candidates, key=lambda run: (run.ended_at, run.run_id))
     if chosen.throughput:
-        return saved.estimate.request.model.tokens / chosen.throughput, chosen.profile
+        return plan.tokens / chosen.throughput, chosen.profile
     return chosen.compute_seconds, chosen.profile
 
 
 def _implied_factors(
-    saved: SavedEstimate, observed_seconds: float, compute_seconds: float | None
+    plan: Planned, observed_seconds: float, compute_seconds: float | None
 ) -> tuple[float | None, float | None, float | None, FactorsKind]:
-    result = saved.estimate
-    if result is None:
+    if plan.flops is None or plan.peak_flops is None:
         return None, None, None, "none"
-    capacity = result.request.hardware.gpus * result.peak_flops  # FLOP/s at 100%
-    effective = result.flops / (capacity * observed_seconds)
+    capacity = plan.gpus * plan.peak_flops  # FLOP/s at 100%
+    effective = plan.flops / (capacity * observed_seconds)
     if compute_seconds is None:
         return None, None, effective, "combined"
-    utilization = result.flops / (capacity * compute_seconds)
+    utilization = plan.flops / (capacity * compute_seconds)
     overhead = 1.0 - compute_seconds / observed_seconds
     return utilization, overhead, effective, "separate"
 

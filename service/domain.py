@@ -302,6 +302,44 @@ class SavedEstimate:
         return f"{self.gpu}/{self.precision}"
 
 
+@dataclass(frozen=True)
+class Planned:
+    """What a reconciliation needs of a saved estimate, and nothing more: a pass judges
+    thousands, and rebuilding each whole `SavedEstimate` cost more than the judging. The
+    compute side (`tokens`, `flops`, `peak_flops`) is None for an external estimate."""
+
+    id: str
+    kind: EstimateKind
+    gpu: str
+    gpus: int
+    precision: str
+    predicted_wall_seconds: float
+    recompute: str | None = None
+    p10: float | None = None
+    p90: float | None = None
+    tokens: float | None = None
+    flops: float | None = None
+    peak_flops: float | None = None
+
+    @classmethod
+    def of(cls, saved: SavedEstimate) -> Planned:
+        result, interval = saved.estimate, saved.interval
+        return cls(
+            id=saved.id,
+            kind=saved.kind,
+            gpu=saved.gpu,
+            gpus=saved.gpus,
+            precision=saved.precision,
+            predicted_wall_seconds=saved.predicted_wall_seconds,
+            recompute=None if result is None else result.request.recompute,
+            p10=None if interval is None else interval.p10,
+            p90=None if interval is None else interval.p90,
+            tokens=None if result is None else result.request.model.tokens,
+            flops=None if result is None else result.flops,
+            peak_flops=None if result is None else result.peak_flops,
+        )
+
+
 # --- reconciliation ------------------------------------------------------------------------
 
 FactorsKind = Literal["separate", "combined", "none"]

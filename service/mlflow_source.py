@@ -13,6 +13,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ from service.domain import (
     ScanWindow,
     UnavailableError,
 )
+from service.mlflow_rest import searcher
 from service.mlflow_support import (
     NotFound,
     check_tracking_uri,
@@ -89,6 +91,7 @@ class MlflowRunSource:
         self._experiments = (experiments,) if isinstance(experiments, str) else tuple(experiments)
         # Which framework logged a run decides how its observables are read (the profiles).
         self._profiles = profiles or ProfileSet.builtin(throughput_metric)
+        self._search_runs = searcher(self._client)  # plain JSON, no protobuf parse
         self._histories: dict[tuple[str, str], tuple[float | None, list[Point]]] = {}
         self._page_size = page_size
         self._retries = retries
@@ -119,24 +122,31 @@ class MlflowRunSource:
         # Every id yielded in this scan: the keyset restart re-reads the last end time's runs,
         # and a page-token step can repeat one after a shift. Ids only, not runs.
         seen: set[str] = set()
-        token: str | None = None
-        while True:
+
+        def fetch(lower: str | None, token: str | None) -> Any:
             clauses = [_LINKED, _TERMINAL, upper] + ([lower] if lower else [])
-            page = self._search(experiment_ids, " AND ".join(clauses), _BY_END, token)
-            for run in page:
-                run_id = run.info.run_id
-                if run_id not in seen:
-                    seen.add(run_id)
-                    yield self._observed(run)
-            if not page.token or not page:
-                return
-            first_end, last_end = page[0].info.end_time, page[-1].info.end_time
-            if first_end == last_end:
-                # The whole page ended in one millisecond: restarting at `>= last_end` would
-                # return it again, so step on by offset within this tie group.
-                token = page.token
-            else:
-                lower, token = f"attributes.end_time >= {last_end}", None
+            return self._search(experiment_ids, " AND ".join(clauses), _BY_END, token)
+
+        # One page ahead: the next query needs only the last end time of this page, so the
+        # server works on it while this page is turned into runs and staged.
+        pool = ThreadPoolExecutor(1, thread_name_prefix="reckon-mlflow-page")
+        try:
+            pending, query = pool.submit(fetch, lower, None), lower
+            while True:
+                page = pending.result()
+                following = _next_keyset(page, query)
+                if following is not None:
+                    query = following[0]
+                    pending = pool.submit(fetch, *following)
+                for run in page:
+                    run_id = run.info.run_id
+                    if run_id not in seen:
+                        seen.add(run_id)
+                        yield self._observed(run)
+                if following is None:
+                    return
+        finally:  # a consumer that stops early does not wait for the page ahead
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
         experiment_ids = self._experiment_ids()
@@ -325,13 +335,8 @@ class MlflowRunSource:
     ) -> Any:
         return self._call(
             "search runs",
-            lambda: self._client.search_runs(
-                experiment_ids=experiment_ids,
-                filter_string=filter_string,
-                run_view_type=ViewType.ACTIVE_ONLY,
-                max_results=max_results or self._page_size,
-                order_by=order_by,
-                page_token=token,
+            lambda: self._search_runs(
+                experiment_ids, filter_string, order_by, max_results or self._page_size, token
             ),
         )
 
@@ -419,3 +424,16 @@ class MlflowRunSource:
         text = error.message if isinstance(error, MlflowException) else str(error)
         line = " ".join(redact(str(text)).split())  # one line, no credentials
         return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _next_keyset(page: Any, lower: str | None) -> tuple[str | None, str | None] | None:
+    """The (lower bound, page token) of the query after this page of the query bounded
+    by `lower`; None after the last page. A page that ended in one millisecond cannot
+    restart at `>= last_end` (it would come back whole), so the scan steps on by offset
+    within that tie group: the same query, its page token."""
+    if not page.token or not page:
+        return None
+    first_end, last_end = page[0].info.end_time, page[-1].info.end_time
+    if first_end == last_end:
+        return lower, page.token
+    return f"attributes.end_time >= {last_end}", None

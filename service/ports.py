@@ -11,6 +11,7 @@ from service.domain import (
     ObservedRun,
     PassRecord,
     PendingTags,
+    Planned,
     Reconciliation,
     SavedEstimate,
     ScanWindow,
@@ -84,6 +85,10 @@ class EstimateStore(Protocol):
 
     def existing(self, estimate_ids: Sequence[str]) -> set[str]: ...
 
+    def plans(self, estimate_ids: Sequence[str]) -> dict[str, Planned]:
+        """What reconciling each of these estimates needs (absent ids are left out)."""
+        ...
+
     def list(
         self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
     ) -> list[SavedEstimate]: ...
@@ -120,9 +125,39 @@ class RunStore(Protocol):
 
 
 class StagingStore(Protocol):
-    def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None: ...
+    """A pass's scratch space: the runs it read (each with the estimate it resolved to)
+    and the reconciliations it judged, until its final transaction applies them."""
+
+    def add(self, pass_id: int, runs: Sequence[ObservedRun], owners: Mapping[str, str]) -> None:
+        """Stage runs (a run staged again keeps its latest copy); `owners` maps run ids to
+        the estimate each resolved to."""
+        ...
 
     def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]: ...
+
+    def owned(self, pass_id: int, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]:
+        """The staged runs resolved to each of these estimates."""
+        ...
+
+    def judged(
+        self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
+    ) -> None:
+        """Stage the latest judgments: `changed` replace earlier ones, `unchanged` (equal
+        to what is stored) drop theirs."""
+        ...
+
+    def forget_judgments(self, pass_id: int) -> None:
+        """Forget owners and judgments (the staged runs stay), to judge again."""
+        ...
+
+    def apply(self, pass_id: int, now: datetime) -> None:
+        """Store the staged runs, add their new tag links (existing links win) and store
+        the staged reconciliations."""
+        ...
+
+    def marker(self) -> tuple[object, ...]:
+        """A value that changes whenever links or reconciliations change."""
+        ...
 
     def clear(self, pass_id: int | None = None) -> None: ...
 

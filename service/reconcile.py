@@ -137,6 +137,7 @@ def _locked_pass(
         pass_id = uow.passes.start(options.trigger, started)
         mark = uow.watermarks.get()
         manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
+        marker = uow.staging.marker()
         uow.commit()
     # The cutoff is captured once: the window must not grow while it is being paged.
     window = ScanWindow(after=_window_start(mark, options), cutoff=started)
@@ -145,16 +146,25 @@ def _locked_pass(
         runs = _judged(
             prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
         )
-        seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress)
+        judgments = _Judgments()
+        seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
         missed = _missed_before(uow, source, window)
         _confirm(lock)
         with uow:
             if uow.passes.started_after(pass_id):
                 # The lock was lost and taken back, but another pass got in meanwhile.
                 raise ConflictError(_LOST)
-            reconciled, skipped = _apply(uow, pass_id, clock.now(), options.batch_size, scan_skips)
+            if uow.staging.marker() != marker:
+                # A link or a reconciliation changed while the pages were judged (`reckon
+                # link`, `unlink`, an import): judge every staged run again, in here.
+                judgments = _judge_again(uow, pass_id, options.batch_size)
+            now = clock.now()
+            uow.staging.apply(pass_id, now)
+            reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]
+            skipped = judgments.skips_after(scan_skips)
+            uow.skips.record(skipped, pass_id=pass_id, now=now)
             if options.write_back:
-                uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=clock.now())
+                uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
             factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
             uow.watermarks.advance(window.cutoff, pass_id=pass_id, now=clock.now())
             uow.staging.clear(pass_id)
@@ -243,81 +253,104 @@ def _stage(
     runs: Iterator[ObservedRun],
     batch_size: int,
     on_progress: Callable[[int], None] | None,
+    judgments: _Judgments,
 ) -> int:
-    """Write the scan to the staging table a page at a time. No transaction is open while
-    the source is read: each page's write is its own short transaction."""
+    """Stage and judge the scan a page at a time, each page in its own short transaction
+    (none is open while the source is read). Judging here, while the reader thread waits
+    for MLflow's next page, leaves the final transaction only set-based copies to do."""
     seen = 0
     batch: list[ObservedRun] = []
     for run in runs:
         batch.append(run)
         if len(batch) >= batch_size:
-            seen += _flush(uow, pass_id, batch)
+            seen += _flush(uow, pass_id, batch, judgments)
             batch = []
             _confirm(lock)  # the heartbeat: a live pass keeps its claim
             if on_progress is not None:
                 on_progress(seen)
-    seen += _flush(uow, pass_id, batch)
+    seen += _flush(uow, pass_id, batch, judgments)
     if on_progress is not None:
         on_progress(seen)
     return seen
 
 
-def _flush(uow: UnitOfWork, pass_id: int, batch: list[ObservedRun]) -> int:
+def _flush(uow: UnitOfWork, pass_id: int, batch: list[ObservedRun], judgments: _Judgments) -> int:
     if batch:
         with uow:
-            uow.staging.add(pass_id, batch)
+            _judge_page(uow, pass_id, batch, judgments)
             uow.commit()
     return len(batch)
 
 
-def _apply(
-    uow: UnitOfWork, pass_id: int, now: datetime, batch_size: int, scan_skips: list[Skip]
-) -> tuple[list[Reconciliation], list[Skip]]:
-    """Inside the pass's one transaction: store runs, resolve links, reconcile."""
-    affected: set[str] = set()
-    skips: list[Skip] = list(scan_skips)
-    for batch in uow.staging.batches(pass_id, batch_size):
-        uow.runs.upsert(batch, pass_id=pass_id, seen_at=now)
-        skips.extend(_link(uow, batch, affected, now))
-    reconciled: list[Reconciliation] = []
-    ordered = sorted(affected)
-    for start in range(0, len(ordered), batch_size):
-        chunk = ordered[start : start + batch_size]
-        saved = uow.estimates.get_many(chunk)
-        runs = uow.runs.for_estimates(chunk)
-        previous = uow.reconciliations.for_estimates(chunk)
-        changed = []
-        for estimate_id in chunk:
-            result, implausible = comparison.judge(saved[estimate_id], runs[estimate_id])
-            if implausible is not None:
-                skips.append(implausible)
-            if result is None or previous.get(estimate_id) == result:
-                continue  # still running, or nothing new: a rerun changes nothing
+@dataclass
+class _Judgments:
+    """What the pages of one pass have concluded so far. A later page can touch an estimate
+    again (a restart's second segment): its judgment then replaces the earlier one."""
+
+    reconciled: dict[str, Reconciliation] = field(default_factory=dict)  # changed ones
+    implausible: dict[str, Skip] = field(default_factory=dict)  # by estimate, latest
+    runs: list[Skip] = field(default_factory=list)  # times, unknown estimate, claimed twice
+
+    def skips_after(self, scan_skips: Sequence[Skip]) -> list[Skip]:
+        """Every skip of the pass, once per run and reason."""
+        every = [*scan_skips, *self.runs, *self.implausible.values()]
+        return list({(skip.run_id, skip.reason): skip for skip in every}.values())
+
+
+def _judge_page(
+    uow: UnitOfWork, pass_id: int, batch: list[ObservedRun], judgments: _Judgments
+) -> None:
+    """Stage one page with the estimate each run resolves to, and judge every estimate the
+    page touches over all its runs: stored, staged by earlier pages, and this page's."""
+    owners = _resolve(uow, batch, judgments.runs)
+    uow.staging.add(pass_id, batch, owners)
+    affected = sorted(set(owners.values()))
+    plans = uow.estimates.plans(affected)
+    stored = uow.runs.for_estimates(affected)
+    staged = uow.staging.owned(pass_id, affected)
+    previous = uow.reconciliations.for_estimates(affected)
+    changed: list[Reconciliation] = []
+    unchanged: list[str] = []
+    for estimate_id in affected:
+        runs = {run.run_id: run for run in stored[estimate_id]}
+        runs.update((run.run_id, run) for run in staged[estimate_id])  # the newer copy
+        result, implausible = comparison.judge(plans[estimate_id], list(runs.values()))
+        if implausible is None:
+            judgments.implausible.pop(estimate_id, None)
+        else:
+            judgments.implausible[estimate_id] = implausible
+        if result is None or previous.get(estimate_id) == result:
+            unchanged.append(estimate_id)  # still running, or nothing new: a rerun changes nothing
+            judgments.reconciled.pop(estimate_id, None)
+        else:
             changed.append(result)
-        uow.reconciliations.save_many(changed, pass_id=pass_id, now=now)
-        reconciled.extend(changed)
-    unique = list({(skip.run_id, skip.reason): skip for skip in skips}.values())
-    uow.skips.record(unique, pass_id=pass_id, now=now)
-    return reconciled, unique
+            judgments.reconciled[estimate_id] = result
+    uow.staging.judged(pass_id, changed, unchanged)
 
 
-def _link(
-    uow: UnitOfWork, batch: list[ObservedRun], affected: set[str], now: datetime
-) -> list[Skip]:
-    """Attach each run to its estimate. An explicit link wins over a different tag (the tag
-    is recorded as a skip); a tag naming no stored estimate is a skip."""
-    skips: list[Skip] = []
+def _judge_again(uow: UnitOfWork, pass_id: int, batch_size: int) -> _Judgments:
+    """Resolve and judge every staged run once more, page by page as the scan did (an
+    estimate's last page sees all its runs), against the links and results as they are."""
+    uow.staging.forget_judgments(pass_id)
+    judgments = _Judgments()
+    for batch in uow.staging.batches(pass_id, batch_size):
+        _judge_page(uow, pass_id, batch, judgments)
+    return judgments
+
+
+def _resolve(uow: UnitOfWork, batch: list[ObservedRun], skips: list[Skip]) -> dict[str, str]:
+    """The estimate each run belongs to: its link, else its tag when that estimate exists.
+    An explicit link wins over a different tag (the tag is recorded as a skip); a tag
+    naming no stored estimate is a skip. The new tag links are made by `staging.apply`."""
     owners = uow.links.estimates_for_runs([run.run_id for run in batch])
     tagged = [run.estimate_id for run in batch if run.estimate_id and run.run_id not in owners]
     known = uow.estimates.existing(tagged)
-    new_links: list[tuple[str, str]] = []
     for run in batch:
         problem = comparison.run_problem(run)
         if problem is not None:
             skips.append(problem)
         owner, tag = owners.get(run.run_id), run.estimate_id
         if owner is not None:
-            affected.add(owner)
             if tag and tag != owner:
                 skips.append(
                     Skip(
@@ -328,15 +361,12 @@ def _link(
                     )
                 )
         elif tag and tag in known:
-            new_links.append((tag, run.run_id))
             owners[run.run_id] = tag
-            affected.add(tag)
         elif tag:
             skips.append(
                 Skip(run.run_id, comparison.UNKNOWN_ESTIMATE, f"no estimate with id {tag}", tag)
             )
-    uow.links.add_many(new_links, "tag", now)
-    return skips
+    return owners
 
 
 def _record(

@@ -21,6 +21,7 @@ from service.domain import (
     ObservedRun,
     PassRecord,
     PendingTags,
+    Planned,
     Reconciliation,
     SavedEstimate,
     ScanWindow,
@@ -40,7 +41,9 @@ class _State:
     estimates: dict[str, SavedEstimate] = field(default_factory=dict)
     links: dict[str, tuple[str, str]] = field(default_factory=dict)  # run -> (estimate, source)
     runs: dict[str, ObservedRun] = field(default_factory=dict)
-    staged: dict[int, list[ObservedRun]] = field(default_factory=dict)
+    # pass -> run id -> (run, the estimate it resolved to); pass -> estimate -> judgment
+    staged: dict[int, dict[str, tuple[ObservedRun, str | None]]] = field(default_factory=dict)
+    judged: dict[int, dict[str, Reconciliation]] = field(default_factory=dict)
     reconciliations: dict[str, Reconciliation] = field(default_factory=dict)
     reconciled_at: dict[str, datetime] = field(default_factory=dict)
     skips: list[Skip] = field(default_factory=list)
@@ -100,6 +103,9 @@ class _Estimates:
 
     def existing(self, estimate_ids: Sequence[str]) -> set[str]:
         return {i for i in estimate_ids if i in self.state.estimates}
+
+    def plans(self, estimate_ids: Sequence[str]) -> dict[str, Planned]:
+        return {i: Planned.of(saved) for i, saved in self.get_many(estimate_ids).items()}
 
     def list(
         self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
@@ -172,18 +178,59 @@ class _Runs:
 class _Staging:
     state: _State
 
-    def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None:
-        self.state.staged.setdefault(pass_id, []).extend(runs)
+    def add(self, pass_id: int, runs: Sequence[ObservedRun], owners: Mapping[str, str]) -> None:
+        staged = self.state.staged.setdefault(pass_id, {})
+        for run in runs:
+            staged[run.run_id] = (run, owners.get(run.run_id))
 
     def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]:
-        staged = self.state.staged.get(pass_id, [])
+        staged = [run for run, _owner in self.state.staged.get(pass_id, {}).values()]
         return [staged[i : i + size] for i in range(0, len(staged), size)]
+
+    def owned(self, pass_id: int, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]:
+        found: dict[str, list[ObservedRun]] = {i: [] for i in estimate_ids}
+        for run, owner in self.state.staged.get(pass_id, {}).values():
+            if owner in found:
+                found[owner].append(run)
+        return found
+
+    def judged(
+        self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
+    ) -> None:
+        judged = self.state.judged.setdefault(pass_id, {})
+        for estimate_id in unchanged:
+            judged.pop(estimate_id, None)
+        judged.update((item.estimate_id, item) for item in changed)
+
+    def forget_judgments(self, pass_id: int) -> None:
+        staged = self.state.staged.get(pass_id, {})
+        for run_id, (run, _owner) in staged.items():
+            staged[run_id] = (run, None)
+        self.state.judged.pop(pass_id, None)
+
+    def apply(self, pass_id: int, now: datetime) -> None:
+        for run, owner in self.state.staged.get(pass_id, {}).values():
+            self.state.runs[run.run_id] = run
+            if owner is not None:
+                self.state.links.setdefault(run.run_id, (owner, "tag"))
+        _Reconciliations(self.state).save_many(
+            list(self.state.judged.get(pass_id, {}).values()), pass_id=pass_id, now=now
+        )
+
+    def marker(self) -> tuple[object, ...]:
+        return (
+            tuple(sorted(self.state.links.items())),
+            tuple(sorted(self.state.reconciled_at.items())),
+            len(self.state.reconciliations),
+        )
 
     def clear(self, pass_id: int | None = None) -> None:
         if pass_id is None:
             self.state.staged.clear()
+            self.state.judged.clear()
         else:
             self.state.staged.pop(pass_id, None)
+            self.state.judged.pop(pass_id, None)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from service.domain import (
     Hardware,
     Interval,
     Model,
+    Planned,
     Recompute,
     SavedEstimate,
 )
@@ -84,6 +85,27 @@ def from_row(row: EstimateRow | Any) -> SavedEstimate:
         factor_set_version=row.factor_set_version,
         factor_source=cast(FactorSource, row.factor_source),
         label=row.label,
+    )
+
+
+def planned(row: Any) -> Planned:
+    """A `Planned` from a row carrying its columns (`EstimateRepository.plans`); the same
+    reading as `Planned.of(from_row(row))`, without building the whole estimate."""
+    computed = row.kind in ("computed", "retrospective")
+    both = row.wall_seconds_p10 is not None and row.wall_seconds_p90 is not None
+    return Planned(
+        id=row.id,
+        kind=cast(EstimateKind, row.kind),
+        gpu=row.gpu,
+        gpus=row.gpus,
+        precision=row.precision,
+        predicted_wall_seconds=row.predicted_wall_seconds,
+        recompute=row.recompute if computed else None,
+        p10=row.wall_seconds_p10 if both else None,
+        p90=row.wall_seconds_p90 if both else None,
+        tokens=row.tokens if computed else None,
+        flops=row.flops if computed else None,
+        peak_flops=row.peak_flops if computed else None,
     )
 
 

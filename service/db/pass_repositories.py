@@ -3,23 +3,25 @@ skips, pass history and the watermark. Each returns domain objects; none commits
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Integer, String, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
+from service.db.columns import UtcDateTime
 from service.db.tables import (
     MlflowRunRow,
     ReconcilePassRow,
     ReconciliationRow,
     RunLinkRow,
     SkippedRunRow,
+    StagedReconciliationRow,
     StagedRunRow,
     SyncStateRow,
 )
-from service.db.upsert import upsert
+from service.db.upsert import upsert, upsert_from
 from service.domain import (
     EstimateKind,
     FactorsKind,
@@ -68,13 +70,20 @@ def _observed(row: MlflowRunRow | StagedRunRow | Any) -> ObservedRun:
 
 
 class StagingRepository:
+    """The pass's own scratch space: the runs it has read, each with the estimate it
+    resolved to, and the reconciliations it has judged so far. `apply` turns them into
+    stored rows in three set-based statements inside the pass's final transaction."""
+
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def add(self, pass_id: int, runs: Sequence[ObservedRun]) -> None:
-        rows = [{"pass_id": pass_id, **_run_values(run)} for run in runs]
+    def add(self, pass_id: int, runs: Sequence[ObservedRun], owners: Mapping[str, str]) -> None:
+        rows = [
+            {"pass_id": pass_id, **_run_values(run), "owner": owners.get(run.run_id)}
+            for run in runs
+        ]
         # A run seen twice in one scan (offset page tokens shift) keeps its latest copy.
-        upsert(self._session, StagedRunRow, rows, ["pass_id", "run_id"], _RUN_FIELDS)
+        upsert(self._session, StagedRunRow, rows, ["pass_id", "run_id"], (*_RUN_FIELDS, "owner"))
 
     def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]:
         """Keyset pages over the staged runs, so no cursor stays open between writes."""
@@ -94,10 +103,108 @@ class StagingRepository:
             yield [_observed(row) for row in rows]
             after = rows[-1].run_id
 
+    def owned(self, pass_id: int, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]:
+        """The staged runs resolved to each of these estimates."""
+        found: dict[str, list[ObservedRun]] = {estimate_id: [] for estimate_id in estimate_ids}
+        if not estimate_ids:
+            return found
+        staged = StagedRunRow.__table__
+        rows = self._session.execute(
+            select(staged).where(
+                staged.c.pass_id == pass_id, staged.c.owner.in_(list(estimate_ids))
+            )
+        )
+        for row in rows:
+            found[row.owner].append(_observed(row))
+        return found
+
+    def judged(
+        self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
+    ) -> None:
+        """Keep the latest judgment of each estimate: `changed` ones are staged (replacing
+        an earlier page's), `unchanged` ones (equal to what is stored) are dropped."""
+        row = StagedReconciliationRow
+        if unchanged:
+            self._session.execute(
+                delete(row).where(row.pass_id == pass_id, row.estimate_id.in_(list(unchanged)))
+            )
+        rows = [{**_reconciliation_values(item), "pass_id": pass_id} for item in changed]
+        keys = ("pass_id", "estimate_id")
+        columns = row.__table__.columns
+        fields = [column.name for column in columns if column.name not in keys]
+        upsert(self._session, StagedReconciliationRow, rows, keys, fields)
+
+    def forget_judgments(self, pass_id: int) -> None:
+        """Undo what pages resolved and judged (the staged runs stay), to judge them again."""
+        self._session.execute(
+            update(StagedRunRow).where(StagedRunRow.pass_id == pass_id).values(owner=None)
+        )
+        self._clear(StagedReconciliationRow, pass_id)
+
+    def apply(self, pass_id: int, now: datetime) -> None:
+        """Store the staged runs, link the new tag-linked ones (an existing link is kept)
+        and store the judged reconciliations: three statements, no row through Python."""
+        stamp = (literal(pass_id, Integer()), literal(now, UtcDateTime()))
+        staged = StagedRunRow.__table__
+        run_columns = ("run_id", *_RUN_FIELDS)
+        upsert_from(
+            self._session,
+            MlflowRunRow,
+            (*run_columns, "pass_id", "seen_at"),
+            select(*(staged.c[name] for name in run_columns), *stamp).where(
+                staged.c.pass_id == pass_id
+            ),
+            ["run_id"],
+            (*_RUN_FIELDS, "pass_id", "seen_at"),
+        )
+        upsert_from(
+            self._session,
+            RunLinkRow,
+            ("estimate_id", "run_id", "source", "created_at"),
+            select(staged.c.owner, staged.c.run_id, literal("tag", String()), stamp[1]).where(
+                staged.c.pass_id == pass_id, staged.c.owner.is_not(None)
+            ),
+            ["run_id"],
+            (),
+        )
+        judged = StagedReconciliationRow.__table__
+        values = [column.name for column in judged.columns if column.name != "pass_id"]
+        upsert_from(
+            self._session,
+            ReconciliationRow,
+            (*values, "pass_id", "created_at", "updated_at"),
+            select(*(judged.c[name] for name in values), *stamp, stamp[1]).where(
+                judged.c.pass_id == pass_id
+            ),
+            ["estimate_id"],
+            [*(name for name in values if name != "estimate_id"), "pass_id", "updated_at"],
+        )
+
+    def marker(self) -> tuple[object, ...]:
+        """Changes to links and reconciliations made outside the pass (`reckon link`,
+        `unlink`, an import) change this value: the pass compares it at start and end."""
+        links = self._session.execute(
+            select(func.count(RunLinkRow.id), func.max(RunLinkRow.id))
+        ).one()
+        results = self._session.execute(
+            select(
+                func.count(ReconciliationRow.id),
+                func.max(ReconciliationRow.id),
+                func.max(ReconciliationRow.updated_at),
+            )
+        ).one()
+        return (*links, *results)
+
     def clear(self, pass_id: int | None = None) -> None:
-        statement = delete(StagedRunRow)
+        self._clear(StagedRunRow, pass_id)
+        self._clear(StagedReconciliationRow, pass_id)
+
+    def _clear(
+        self, model: type[StagedRunRow | StagedReconciliationRow], pass_id: int | None
+    ) -> None:
+        statement = delete(model)
         if pass_id is not None:
-            statement = statement.where(StagedRunRow.pass_id == pass_id)
+            statement = statement.where(model.pass_id == pass_id)
         self._session.execute(statement)
 
 

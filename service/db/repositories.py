@@ -14,7 +14,12 @@ from service.db import estimate_mapping
 from service.db.tables import EstimateRow, RunLinkRow
 from service.db.upsert import upsert
 from service.db.values import check_values
-from service.domain import SavedEstimate
+from service.domain import Planned, SavedEstimate
+
+_PLANNED_COLUMNS = (
+    "id", "kind", "gpu", "gpus", "precision", "predicted_wall_seconds", "recompute",
+    "wall_seconds_p10", "wall_seconds_p90", "tokens", "flops", "peak_flops",
+)  # fmt: skip
 
 
 class EstimateRepository:
@@ -42,6 +47,17 @@ class EstimateRepository:
         table = EstimateRow.__table__
         rows = self._session.execute(select(table).where(table.c.id.in_(list(set(estimate_ids)))))
         return {row.id: estimate_mapping.from_row(row) for row in rows}
+
+    def plans(self, estimate_ids: Sequence[str]) -> dict[str, Planned]:
+        """What the reconcile pass judges against, read as a dozen columns."""
+        if not estimate_ids:
+            return {}
+        table = EstimateRow.__table__
+        columns = [table.c[name] for name in _PLANNED_COLUMNS]
+        rows = self._session.execute(
+            select(*columns).where(table.c.id.in_(list(set(estimate_ids))))
+        )
+        return {row.id: estimate_mapping.planned(row) for row in rows}
 
     def existing(self, estimate_ids: Sequence[str]) -> set[str]:
         if not estimate_ids:

@@ -109,19 +109,16 @@ class MlflowRunRow(Base):
     pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
 
 
-class ReconciliationRow(Base):
-    """Predicted against observed for one estimate (natural key: the estimate)."""
+class _ReconciliationColumns:
+    """The columns of a reconciliation's values (the domain fields, run ids joined), shared
+    by the stored row and the pass's staged copy of it."""
 
-    __tablename__ = "reconciliation"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    estimate_id: Mapped[str] = mapped_column(ForeignKey("estimate.id"), unique=True)
     run_ids: Mapped[str] = mapped_column(Text)  # comma-separated, in start order
     gpu: Mapped[str] = mapped_column(String(64))
     precision: Mapped[str] = mapped_column(String(16))
     recompute: Mapped[str | None] = mapped_column(String(16))
     started_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    ended_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+    ended_at: Mapped[datetime] = mapped_column(UtcDateTime())
     predicted_seconds: Mapped[float] = mapped_column(Double)
     predicted_seconds_p10: Mapped[float | None] = mapped_column(Double)
     predicted_seconds_p90: Mapped[float | None] = mapped_column(Double)
@@ -138,6 +135,16 @@ class ReconciliationRow(Base):
     profile: Mapped[str | None] = mapped_column(String(64))  # where compute time came from
     note: Mapped[str | None] = mapped_column(String(32))  # e.g. overhead_clamped
     kind: Mapped[str] = mapped_column(String(16), server_default="computed")  # the estimate's
+
+
+class ReconciliationRow(_ReconciliationColumns, Base):
+    """Predicted against observed for one estimate (natural key: the estimate)."""
+
+    __tablename__ = "reconciliation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    estimate_id: Mapped[str] = mapped_column(ForeignKey("estimate.id"), unique=True)
+    ended_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
     pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
@@ -264,6 +271,20 @@ class StagedRunRow(Base):
     throughput: Mapped[float | None] = mapped_column(Double)
     profile: Mapped[str | None] = mapped_column(String(64))
     compute_seconds: Mapped[float | None] = mapped_column(Double)
+    # The estimate the pass resolved the run to (its link, else its tag when the estimate
+    # exists): the final transaction turns the new ones into tag links in one statement.
+    owner: Mapped[str | None] = mapped_column(String(32))
+
+
+class StagedReconciliationRow(_ReconciliationColumns, Base):
+    """A reconciliation a pass has judged page by page but not yet applied: the final
+    transaction copies a pass's rows into `reconciliation` in one statement. Only changed
+    ones are staged (a rerun stages none)."""
+
+    __tablename__ = "staged_reconciliation"
+
+    pass_id: Mapped[int] = mapped_column(ForeignKey("reconcile_pass.id"), primary_key=True)
+    estimate_id: Mapped[str] = mapped_column(String(32), primary_key=True)
 
 
 class TagOutboxRow(Base):

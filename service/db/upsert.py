@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Select, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Session
 
@@ -35,3 +35,29 @@ def upsert(
         statement = statement.on_conflict_do_nothing(index_elements=list(keys))
     # executemany: one cached statement, batched by SQLAlchemy's insertmanyvalues.
     session.execute(statement, rows)
+
+
+def upsert_from(
+    session: Session,
+    model: type[DeclarativeBase],
+    columns: Sequence[str],
+    rows: Select[Any],
+    keys: Sequence[str],
+    update: Sequence[str],
+) -> None:
+    """INSERT INTO model (columns) SELECT ... ON CONFLICT: set-based, one statement however
+    many rows (the pass's final copy out of its staging tables). `rows` must select unique
+    keys (PostgreSQL refuses a statement that touches a row twice) and have a WHERE clause
+    (SQLite's parser needs one before ON CONFLICT)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(table).from_select(list(columns), rows)
+    if update:
+        statement = statement.on_conflict_do_update(
+            index_elements=list(keys), set_={name: statement.excluded[name] for name in update}
+        )
+    else:
+        statement = statement.on_conflict_do_nothing(index_elements=list(keys))
+    session.execute(statement)
