@@ -1,8 +1,8 @@
 """A reconcile pass over N new runs against listing the same N runs (DESIGN §7: the pass
 may cost at most 1.25x the listing), on a real MLflow server and a real database.
 
-    python -m bench.bench_reconcile --n 2000 [--database-url postgresql+psycopg://...]
-        [--repeat 5]
+    python -m bench.bench_reconcile --n 2000 [--database-url sqlite]
+        [--database-url postgresql+psycopg://...] [--repeat 5]
 
 Each run is linked to its own saved estimate (the worst case: every run reconciles). The
 pass is timed without the MLflow tag write-back (reported separately: it is one HTTP call
@@ -12,7 +12,12 @@ The runs are created once; then `--repeat` rounds each time a bare `search_runs`
 and a pass on emptied result tables (the estimates stay), alternating so that a change in
 the machine's load hits both. Each listing and each pass runs in a fresh process, which
 reports its own time and peak RSS: the RSS is the pass's, not the populating's. A
-PostgreSQL URL gets a schema of its own, dropped afterwards."""
+PostgreSQL URL gets a schema of its own, dropped afterwards. Several `--database-url`s
+share one populated MLflow (the same estimates are saved in each database).
+
+Two listings are timed: MLflow's own `MlflowClient.search_runs` (the bar's reference) and
+the same requests read as plain JSON (`service.mlflow_rest`, which the pass uses): the
+second is the floor of what any client of the server can do."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -46,6 +52,7 @@ from service.db import locks, migrate
 from service.db.engine import make_engine
 from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import ESTIMATE_TAG
+from service.mlflow_rest import searcher
 from service.mlflow_source import MlflowRunSource
 from service.reconcile import PassOptions, run_pass
 from tests.builders import an_estimate
@@ -59,14 +66,22 @@ RESULT_TABLES = (
 )  # fmt: skip
 
 
-def populate(uri: str, engine_url: str, n: int, threads: int = 4) -> str:
-    engine = make_engine(engine_url)
+def populate(uri: str, engine_urls: list[str], n: int, threads: int = 4) -> str:
+    engines = [make_engine(url) for url in engine_urls]
     now = datetime.now(UTC)
     # 4096 GPUs: the 3-day runs below are physically plausible for the seed model, so every
     # run reconciles with both factors (no implausible_factors skip).
     planned = an_estimate(gpus=4096)
-    ids = [estimates.save(SqlUnitOfWork(engine), planned, now=now).id for _ in range(n)]
-    engine.dispose()
+    ids = []
+    for _ in range(n):
+        saved = estimates.save(SqlUnitOfWork(engines[0]), planned, now=now)
+        for engine in engines[1:]:
+            with SqlUnitOfWork(engine) as uow:
+                uow.estimates.add(saved)
+                uow.commit()
+        ids.append(saved.id)
+    for engine in engines:
+        engine.dispose()
     return create_linked_runs(uri, ids, now, "bench-reconcile", threads)
 
 
@@ -129,9 +144,12 @@ def measure(kind: str, uri: str, engine_url: str, experiment_id: str) -> dict[st
 
 
 def _measure_here(args: argparse.Namespace) -> None:
-    if args.measure == "listing":
+    if args.measure in ("listing", "json-listing"):
         started = time.perf_counter()
-        count = bare_listing(args.uri, args.experiment, 1000)
+        if args.measure == "listing":
+            count = bare_listing(args.uri, args.experiment, 1000)
+        else:
+            count = json_listing(args.uri, args.experiment, 1000)
         seconds = time.perf_counter() - started
     else:
         seconds, count = one_pass(args.uri, args.database_url, args.experiment, False)
@@ -139,43 +157,79 @@ def _measure_here(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": seconds, "count": count, "rss_mb": rss_mb}))
 
 
+def json_listing(uri: str, experiment_id: str, page_size: int) -> int:
+    """The bare listing's requests, each page decoded by json.loads only."""
+    from mlflow.tracking import MlflowClient
+
+    search = searcher(MlflowClient(uri))
+    count, token = 0, None
+    while True:
+        page = search([experiment_id], "", None, page_size, token)
+        count += len(page)
+        if not page.token:
+            return count
+        token = page.token
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=2000)
-    parser.add_argument("--database-url", default=None, help="default: a temp SQLite file")
+    parser.add_argument(
+        "--database-url",
+        action="append",
+        help="'sqlite' (a temp file, the default) or a PostgreSQL URL; may be repeated",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="rounds of listing + pass")
-    parser.add_argument("--measure", choices=("listing", "pass"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--measure", choices=("listing", "json-listing", "pass"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--experiment", help=argparse.SUPPRESS)
     args = parser.parse_args()
     for name, value in CLIENT_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     if args.measure:
+        args.database_url = args.database_url[0]
         _measure_here(args)
         return
-    with tempfile.TemporaryDirectory() as tmp, MlflowServer(Path(tmp) / "mlflow") as server:
-        dialect = "postgresql" if args.database_url else "sqlite"
-        with empty_database(dialect, Path(tmp), args.database_url) as url:
-            _bench(server.uri, url, args.n, args.repeat)
+    wanted = args.database_url or ["sqlite"]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        MlflowServer(Path(tmp) / "mlflow") as server,
+        ExitStack() as databases,
+    ):
+        urls = [
+            databases.enter_context(
+                empty_database("sqlite", Path(tmp))
+                if url == "sqlite"
+                else empty_database("postgresql", Path(tmp), url)
+            )
+            for url in wanted
+        ]
+        for url in urls:
+            engine = make_engine(url)
+            migrate.upgrade(engine)
+            engine.dispose()
+        started = time.perf_counter()
+        experiment_id = populate(server.uri, urls, args.n)
+        print(f"populated {args.n} runs and estimates in {time.perf_counter() - started:.1f} s")
+        bare_listing(server.uri, experiment_id, 1000)  # warm the server
+        for url in urls:
+            _bench(server.uri, url, experiment_id, args.n, args.repeat)
 
 
-def _bench(uri: str, url: str, n: int, repeat: int) -> None:
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
-    started = time.perf_counter()
-    experiment_id = populate(uri, url, n)
-    print(f"populated {n} runs and estimates in {time.perf_counter() - started:.1f} s")
-    bare_listing(uri, experiment_id, 1000)  # warm the server
-    listings, passes = [], []
+def _bench(uri: str, url: str, experiment_id: str, n: int, repeat: int) -> None:
+    listings, json_listings, passes = [], [], []
     for _ in range(repeat):
         listings.append(measure("listing", uri, url, experiment_id))
+        json_listings.append(measure("json-listing", uri, url, experiment_id))
         empty_results(url)
         passes.append(measure("pass", uri, url, experiment_id))
         if passes[-1]["count"] != n:
             raise SystemExit(f"the pass reconciled {passes[-1]['count']} of {n} runs")
     rerun = measure("pass", uri, url, experiment_id)
     listing_s = [item["seconds"] for item in listings]
+    json_s = [item["seconds"] for item in json_listings]
     pass_s = [item["seconds"] for item in passes]
     print(
         f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
@@ -187,6 +241,10 @@ def _bench(uri: str, url: str, n: int, repeat: int) -> None:
         f"best {min(listing_s):.3f} s ({1000 * statistics.median(listing_s) / n:.2f} ms/run)"
     )
     print(
+        f"the same requests read as plain JSON: median {statistics.median(json_s):.3f} s, "
+        f"best {min(json_s):.3f} s"
+    )
+    print(
         f"reconcile pass, {n} new runs: median {statistics.median(pass_s):.3f} s, "
         f"best {min(pass_s):.3f} s"
     )
@@ -194,6 +252,10 @@ def _bench(uri: str, url: str, n: int, repeat: int) -> None:
         f"ratio to listing: median {statistics.median(pass_s) / statistics.median(listing_s):.2f}"
         f", best {min(pass_s) / min(listing_s):.2f}; per round "
         + " ".join(f"{p / q:.2f}" for p, q in zip(pass_s, listing_s, strict=True))
+    )
+    print(
+        f"ratio to the JSON listing: median "
+        f"{statistics.median(pass_s) / statistics.median(json_s):.2f}"
     )
     print(
         f"second pass over the same runs: {rerun['seconds']:.3f} s, "

@@ -164,6 +164,23 @@ class MlflowRunSource:
         )
         return [self._observed(run) for run in page]
 
+    def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
+        """Linked runs in a terminal status that have no end time, among the `limit` latest
+        started after `started_after`. MLflow's filters cannot ask for a missing end time
+        (IS NULL is for tags and params only) and every end-time bound drops such a run,
+        so one request reads the latest-started terminal runs and keeps those without."""
+        experiment_ids = self._experiment_ids()
+        if not experiment_ids:
+            return []
+        clauses = [_LINKED, _TERMINAL, f"attributes.start_time > {to_ms(started_after)}"]
+        order = ["attributes.start_time DESC", "attributes.run_id ASC"]
+        page = self._search(experiment_ids, " AND ".join(clauses), order, None, limit)
+        return [
+            self._listed(run, run.data.tags.get(ESTIMATE_TAG, ""))
+            for run in page
+            if not run.info.end_time
+        ]
+
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         """Active runs with these ids in the order asked, any status or tags; unknown (or
         deleted) ids are absent from the result."""

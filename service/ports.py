@@ -38,6 +38,12 @@ class RunSource(Protocol):
         first (one request: a probe, not a scan)."""
         ...
 
+    def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
+        """Linked runs in a terminal status with no end time, among the `limit` latest
+        started after `started_after` (one request: a probe; no end-time window finds
+        them)."""
+        ...
+
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         """These runs, whatever their status or tags (for links made after the fact)."""
         ...

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -147,8 +148,11 @@ def _locked_pass(
             prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
         )
         judgments = _Judgments()
-        seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
-        missed = _missed_before(uow, source, window)
+        with ThreadPoolExecutor(1, thread_name_prefix="reckon-probes") as beside:
+            probed = beside.submit(_probe, source, window)  # two small requests, in parallel
+            seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
+            missed, unended = _unseen(uow, probed.result())
+        scan_skips.extend(unended)
         _confirm(lock)
         with uow:
             if uow.passes.started_after(pass_id):
@@ -204,22 +208,40 @@ def _window_start(mark: datetime | None, options: PassOptions) -> datetime | Non
     return None if mark is None else mark - options.lookback
 
 
-def _missed_before(uow: UnitOfWork, source: RunSource, window: ScanWindow) -> int:
-    """How many of the latest linked runs ending shortly before the window no pass has seen
-    (neither stored nor skipped). A full rescan has no 'before'."""
-    if window.after is None:
-        return 0
-    probe = ScanWindow(after=window.after - MISSED_PROBE_SPAN, cutoff=window.after)
+@dataclass(frozen=True)
+class _Probed:
+    late: list[ObservedRun] = field(default_factory=list)  # ended shortly before the window
+    unended: list[ObservedRun] = field(default_factory=list)  # terminal, with no end time
+
+
+def _probe(source: RunSource, window: ScanWindow) -> _Probed:
+    """What the window cannot show, one request each: the latest linked runs ending shortly
+    before it (late arrivals the lookback missed) and terminal runs with no end time (no
+    end-time bound ever matches them). A failure only loses the hints: the scan itself
+    is complete without them."""
     try:
-        candidates = source.latest_terminated_runs(probe, MISSED_PROBE_RUNS)
-        if not candidates:
-            return 0
-        with uow:
-            known = uow.runs.known([run.run_id for run in candidates])
-    except ReckonError as error:  # a hint, not the pass's job: the scan itself is complete
-        log.warning("late-arrival probe skipped: %s", error)
-        return 0
-    return sum(1 for run in candidates if run.run_id not in known)
+        late = []
+        if window.after is not None:  # a full rescan has no "before"
+            before = ScanWindow(after=window.after - MISSED_PROBE_SPAN, cutoff=window.after)
+            late = source.latest_terminated_runs(before, MISSED_PROBE_RUNS)
+        since = (window.after or window.cutoff) - MISSED_PROBE_SPAN
+        return _Probed(late, source.terminated_without_end(since, MISSED_PROBE_RUNS))
+    except ReckonError as error:
+        log.warning("late-arrival and missing-end probes skipped: %s", error)
+        return _Probed()
+
+
+def _unseen(uow: UnitOfWork, probed: _Probed) -> tuple[int, list[Skip]]:
+    """How many late runs no pass has seen (neither stored nor skipped), and a skip for
+    each run without an end time that no pass has recorded yet."""
+    candidates = [run.run_id for run in (*probed.late, *probed.unended)]
+    if not candidates:
+        return 0, []
+    with uow:
+        known = uow.runs.known(candidates)
+    missed = sum(1 for run in probed.late if run.run_id not in known)
+    skips = [comparison.run_problem(run) for run in probed.unended if run.run_id not in known]
+    return missed, [skip for skip in skips if skip is not None]
 
 
 def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Iterator[ObservedRun]:

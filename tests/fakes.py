@@ -449,6 +449,19 @@ class FakeRunSource:
         runs = list(self.terminated_runs(window))
         return sorted(runs, key=lambda r: (r.ended_at or _EPOCH, r.run_id), reverse=True)[:limit]
 
+    def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
+        self._check()
+        started = [
+            run
+            for run in self.runs
+            if run.estimate_id
+            and run.status in TERMINAL_STATUSES
+            and run.started_at is not None
+            and run.started_at > started_after
+        ]
+        latest = sorted(started, key=lambda run: run.started_at or _EPOCH, reverse=True)[:limit]
+        return [run for run in latest if run.ended_at is None]
+
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         self._check()
         wanted = set(run_ids)

@@ -157,6 +157,9 @@ class StopsServer:
     def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
         return self._inner.latest_terminated_runs(window, limit)
 
+    def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
+        return self._inner.terminated_without_end(started_after, limit)
+
     def runs_by_id(self, run_ids):  # type: ignore[no-untyped-def]
         return self._inner.runs_by_id(run_ids)
 

@@ -282,6 +282,9 @@ class StopsMidScan:
     def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
         return self._inner.latest_terminated_runs(window, limit)
 
+    def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
+        return self._inner.terminated_without_end(started_after, limit)
+
     def runs_by_id(self, run_ids: list[str]) -> list[ObservedRun]:
         return self._inner.runs_by_id(run_ids)
 
@@ -359,3 +362,27 @@ def test_two_concurrent_passes_reconcile_each_estimate_exactly_once(
     histories = queries.history(SqlUnitOfWork(engine))
     assert sorted(item.estimate_id for item in histories) == sorted(ids)
     assert build_catalog()  # the catalog is untouched by passes
+
+
+def test_a_tagged_run_marked_finished_without_an_end_time_is_a_recorded_skip(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    """`update_run(status=FINISHED)` (an in-house trainer's way to finish) leaves MLflow
+    without an end time; no end-time window finds such a run, the probe does."""
+    estimate_id = save_seed_estimate(engine)
+    start = now() - 20 * HOUR
+    run_id = mlflow_client.create_run(
+        experiment_id, start_time=int(start.timestamp() * 1000), tags={ESTIMATE_TAG: estimate_id}
+    ).info.run_id
+    mlflow_client.update_run(run_id, status="FINISHED")
+    assert mlflow_client.get_run(run_id).info.end_time is None
+
+    first = reconcile(engine, source_for(mlflow_server, experiment_id))
+
+    assert first.reconciled == []
+    assert [(skip.run_id, skip.reason) for skip in first.skipped] == [(run_id, "missing_end_time")]
+    with engine.connect() as connection:
+        stored = connection.execute(select(SkippedRunRow.run_id, SkippedRunRow.reason)).all()
+    assert [tuple(row) for row in stored] == [(run_id, "missing_end_time")]
+    # Recorded once: the next night does not report it again.
+    assert reconcile(engine, source_for(mlflow_server, experiment_id)).skipped == []
