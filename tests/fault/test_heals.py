@@ -156,17 +156,21 @@ def test_a_claim_of_this_process_held_by_another_lock_object_is_respected(
 
 def _terminate_lock_backend(engine: Engine) -> None:
     """pg_terminate_backend on the connection holding THIS schema's pass lock only (the
-    database is shared with other test sessions and their locks)."""
+    database is shared with other test sessions and their locks), then wait until the
+    lock is gone: termination is asynchronous, and on a loaded machine the backend can
+    hold the lock a while after the call returns."""
+    held = (
+        "FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 AND objid = :key "
+        "AND pid <> pg_backend_pid()"
+    )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         schema = connection.scalar(text("SELECT current_schema()"))
         key = zlib.crc32(f"{locks.LOCK_NAME}:{schema}".encode())
-        connection.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-                "AND classid = 0 AND objid = :key AND pid <> pg_backend_pid()"
-            ),
-            {"key": key},
-        )
+        connection.execute(text(f"SELECT pg_terminate_backend(pid) {held}"), {"key": key})
+        deadline = time.monotonic() + 10
+        while connection.scalar(text(f"SELECT count(*) {held}"), {"key": key}):
+            assert time.monotonic() < deadline, "the terminated backend kept the lock"
+            time.sleep(0.01)
 
 
 def test_a_dropped_lock_connection_neither_raises_nor_admits_a_second_pass(
