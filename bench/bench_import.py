@@ -1,20 +1,24 @@
-"""`reckon import` as a new user meets it: a fresh MLflow server holding 200 untagged runs
-from four logging profiles (HF Trainer, Composer, Lightning, NeMo; 50 each, logged as those
-frameworks log them, see tests/integration/framework_runs.py), then
-`reckon import --gpu h100-sxm`, `reckon factors` and `reckon accuracy`; Lightning logs no
-precision, so a second import adds `--precision bf16`.
+"""`reckon import` as a new user meets it, through the CLI: a fresh MLflow server holding
+200 untagged runs from four logging profiles (HF Trainer, Composer, Lightning, NeMo; 50
+each, logged as those frameworks log them, see tests/integration/framework_runs.py), then
+`reckon import --gpu h100-sxm`, `reckon factors` and `reckon accuracy`, each a `reckon`
+process of its own; Lightning logs no precision, so a second import adds
+`--precision bf16`, and a third shows that importing again imports nothing.
 
     python -m bench.bench_import [--per-profile 50] [--database-url ...]
 
-Prints the counts, the skip reasons, the time each import took (and how much of it went to
-metric-history reads), the fitted factors against the truth the runs were generated from."""
+Prints each command, its wall time, the counts and skip reasons, the fitted factors and
+accuracy against the truth the runs were generated from."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -25,10 +29,6 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer
-from service import mlflow_source
-from service.bootstrap import build
-from service.config import Settings
-from service.importing import ImportOptions, ImportOutcome, import_runs
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
 
@@ -61,44 +61,26 @@ def populate(uri: str, per_profile: int, seed: int = 7) -> list[tuple[str, Truth
     return made
 
 
-def timed_import(container: Any, options: ImportOptions) -> tuple[ImportOutcome, float, float]:
-    history_seconds = [0.0]
-    original = mlflow_source.MlflowRunSource._history
-
-    def counted(self: Any, *args: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return original(self, *args)
-        finally:
-            history_seconds[0] += time.perf_counter() - started
-
-    mlflow_source.MlflowRunSource._history = counted  # type: ignore[method-assign]
-    try:
-        started = time.perf_counter()
-        outcome = import_runs(
-            container.uow(),
-            container.run_source(),
-            container.catalog,
-            container.prior,
-            options,
-            now=datetime.now(UTC),
-            reconcile=lambda: container.reconcile(trigger="import"),
-        )
-        return outcome, time.perf_counter() - started, history_seconds[0]
-    finally:
-        mlflow_source.MlflowRunSource._history = original  # type: ignore[method-assign]
+def reckon(environment: dict[str, str], *args: str) -> tuple[dict[str, Any], float]:
+    """One `reckon ... --json` process: its JSON document and its wall time."""
+    command = [str(Path(sys.executable).parent / "reckon"), *args, "--json"]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()}")
+    return json.loads(done.stdout), seconds
 
 
-def summary(outcome: ImportOutcome, seconds: float, history: float) -> dict[str, Any]:
+def import_line(document: dict[str, Any]) -> dict[str, Any]:
+    imported, skipped = document["imported"], document["skipped"]
     return {
-        "runs_seen": outcome.runs_seen,
-        "imported": len(outcome.imported),
-        "reconciled": outcome.reconciled,
-        "skipped": dict(Counter(skip.reason for skip in outcome.skipped)),
-        "by_profile": dict(Counter(item.profile for item in outcome.imported)),
-        "seconds": round(seconds, 2),
-        "history_read_seconds": round(history, 2),
-        "factor_set": outcome.factor_set,
+        "runs_seen": document["runs_seen"],
+        "imported": len(imported),
+        "by_profile": dict(Counter(item.get("profile") for item in imported)),
+        "skipped": dict(Counter(item["reason"] for item in skipped)),
+        "reconciled": document["reconciled"],
+        "factor_set": document["factor_set"],
     }
 
 
@@ -107,36 +89,31 @@ def main() -> None:
     parser.add_argument("--per-profile", type=int, default=50)
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
-    import os
-
     os.environ.update(CLIENT_ENVIRONMENT)
     with tempfile.TemporaryDirectory() as tmp, MlflowServer(Path(tmp) / "mlflow") as server:
         started = time.perf_counter()
         made = populate(server.uri, args.per_profile)
         print(f"logged {len(made)} runs in {time.perf_counter() - started:.1f} s")
-        settings = Settings(
-            database_url=args.database_url or f"sqlite:///{tmp}/reckon.db",
-            mlflow_tracking_uri=server.uri,
-            experiments="team-history",
-            write_back_tags=False,
-        )
-        container = build(settings)
-        source = container.run_source()  # one adapter for each import and the pass it runs
-        container.run_source = lambda: source  # type: ignore[method-assign]
-        try:
-            first = timed_import(container, ImportOptions(gpu="h100-sxm"))
-            print("import --gpu h100-sxm:", json.dumps(summary(*first)))
-            second = timed_import(container, ImportOptions(gpu="h100-sxm", precision="bf16"))
-            print("import --gpu h100-sxm --precision bf16:", json.dumps(summary(*second)))
-            third = timed_import(container, ImportOptions(gpu="h100-sxm", precision="bf16"))
-            print("the same again:", json.dumps(summary(*third)))
-            factors = container.factor_set(None)
-            for segment in factors["segments"]:
-                print("factors", json.dumps(segment))
-            accuracy = container.accuracy_document(None, None)
-            print("accuracy", json.dumps(accuracy)[:1500])
-        finally:
-            container.close()
+        environment = {
+            **os.environ,
+            "MLFLOW_TRACKING_URI": server.uri,
+            "RECKON_DATABASE_URL": args.database_url or f"sqlite:///{tmp}/reckon.db",
+            "RECKON_EXPERIMENTS": "team-history",
+            "RECKON_WRITE_BACK_TAGS": "false",
+        }
+        for label, command in (
+            ("import --gpu h100-sxm", ("import", "--gpu", "h100-sxm")),
+            ("... --precision bf16", ("import", "--gpu", "h100-sxm", "--precision", "bf16")),
+            ("the same again", ("import", "--gpu", "h100-sxm", "--precision", "bf16")),
+        ):
+            document, seconds = reckon(environment, *command)
+            print(f"reckon {label}: {seconds:.1f} s", json.dumps(import_line(document)))
+        factors, seconds = reckon(environment, "factors")
+        print(f"reckon factors: {seconds:.1f} s")
+        for segment in factors.get("segments", []):
+            print("  ", json.dumps(segment))
+        accuracy, seconds = reckon(environment, "accuracy")
+        print(f"reckon accuracy: {seconds:.1f} s", json.dumps(accuracy)[:1500])
         truths = [truth for _, truth in made]
         utilization = statistics.median(t.utilization for t in truths)
         overhead = statistics.median(t.overhead for t in truths)

@@ -28,6 +28,7 @@ from service.db.unit_of_work import SqlUnitOfWork
 from service.domain import ObservedRun
 from service.reconcile import PassOptions, run_pass
 from tests.builders import an_estimate
+from tests.databases import empty_database
 from tests.fakes import FakeRunSource
 
 
@@ -50,11 +51,16 @@ def linked_runs(estimate_ids: list[str], now: datetime) -> list[ObservedRun]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=2000)
-    parser.add_argument("--database-url", default=None, help="default: a temp SQLite file")
+    parser.add_argument(
+        "--database-url", default=None, help="PostgreSQL URL (own schema); default SQLite"
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of pass 1")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = args.database_url or f"sqlite:///{Path(tmp) / 'reckon.db'}"
+    dialect = "postgresql" if args.database_url else "sqlite"
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        empty_database(dialect, Path(tmp), args.database_url) as url,
+    ):
         engine = make_engine(url)
         migrate.upgrade(engine)
         now = datetime.now(UTC)
