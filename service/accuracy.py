@@ -13,9 +13,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from service import backtest
-from service.domain import InputError, Reconciliation
+import numpy as np
+
+from service import backtest, fit, gate
+from service.domain import Factors, InputError, Reconciliation
 from service.factor_model import FactorSet, FitParameters, Prior
+from service.observations import ObservationArrays
 from service.ports import UnitOfWork
 
 GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
@@ -70,10 +73,12 @@ def accuracy(
     retrospective = [item for item in everything if item.kind == "retrospective"]
     raw = {item.estimate_id: _raw_point(item) for item in everything}
     calibrated: dict[str, _Point] = {}
+    evidence: dict[str, gate.Evidence] = {}
     if len(data):
         detail = backtest.backtest_targets(
             data, since, prior, params, max_targets=MAX_CALIBRATED_TARGETS
         )
+        evidence = _evidence(data, detail, params)
         for row, log_ratio, inside in zip(
             detail.rows.tolist(), detail.log_ratio.tolist(), detail.inside.tolist(), strict=True
         ):
@@ -88,15 +93,56 @@ def accuracy(
         "since": None if since is None else since.isoformat(),
         "overall": _pair(history, raw, calibrated),
         "groups": [
-            {
-                "group": name,
-                **_pair(items, raw, calibrated),
-                "fallback": _fallback(active, by, name),
-            }
+            _group(name, _pair(items, raw, calibrated), _fallback(active, by, name), evidence)
             for name, items in sorted(groups.items())
         ],
         "retrospective": _pair(retrospective, raw, calibrated),
     }
+
+
+def _evidence(
+    data: ObservationArrays, detail: backtest.TargetErrors, params: FitParameters
+) -> dict[str, gate.Evidence]:
+    """The gate's per-key evidence against raw (the defaults), on the targets the refit
+    reads: those that ended within its horizon of the newest run (service.fit)."""
+    window = data.ended_at[detail.rows] >= data.ended_at.max() - fit.horizon_seconds(params)
+    chosen = np.flatnonzero(window)
+    targets = data.take(detail.rows[chosen])
+    default = Factors()
+    raw_log_ratio = np.log(targets.effective_utilization) - math.log(
+        default.utilization * (1.0 - default.overhead)
+    )
+    keys_of = gate.target_keys(targets)
+    keys = {key for target_keys in keys_of for key in target_keys}
+    entries = [detail.keys[i] for i in chosen.tolist()]
+    return gate.segment_evidence(keys, keys_of, entries, detail.log_ratio[chosen], raw_log_ratio)
+
+
+def _group(
+    name: str, scores: dict[str, object], fallback: bool | None, evidence: dict[str, gate.Evidence]
+) -> dict[str, object]:
+    """A group's row; where calibrated looks worse and the segment did not fall back, `note`
+    says why, from the gate's evidence for that key (service.gate)."""
+    note = None
+    if scores["calibrated_worse"] and not fallback and name in evidence:
+        note = _why_not_fallen_back(evidence[name])
+    return {"group": name, **scores, "fallback": fallback, "note": note}
+
+
+def _why_not_fallen_back(seen: gate.Evidence) -> str:
+    if seen.worse is None:
+        return (
+            f"worse than raw; not fallen back: too few runs in the refit's window to judge "
+            f"({seen.n}, the gate needs {gate.THIN_MIN_TARGETS})"
+        )
+    if seen.worse:
+        return "worse than raw; not fallen back yet: the next refit falls it back"
+    window = "its own runs" if seen.basis == "own" else "the runs in the refit's window"
+    return (
+        f"worse than raw over its whole history; not fallen back: on {window} ({seen.n}) "
+        f"calibrated beats raw ({100 * (seen.calibrated or 0):.1f}% vs "
+        f"{100 * (seen.raw or 0):.1f}%)"
+    )
 
 
 def _raw_point(item: Reconciliation) -> _Point:

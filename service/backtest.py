@@ -70,7 +70,7 @@ def backtest(
 class TargetErrors:
     """Per backtest target: its row in the observations, log(predicted/observed wall time)
     (> 0: predicted too long), whether the observation fell inside P10-P90, and the pooling
-    level and σ below/above the median of the factors that predicted it."""
+    level, key and σ below/above the median of the factors that predicted it."""
 
     rows: IntArray
     log_ratio: FloatArray
@@ -78,6 +78,7 @@ class TargetErrors:
     levels: tuple[str, ...]
     sigma_low: FloatArray
     sigma_high: FloatArray
+    keys: tuple[str, ...]  # the factor-set entry used: "gpu/precision", "gpu", "*", "prior"
 
     def residuals(self) -> Residuals:
         """The conformity data service.intervals calibrates ranges on."""
@@ -104,7 +105,7 @@ def backtest_targets(
     chosen = _targets(data, targets_after, max_targets, by_start)
     if chosen.size == 0:
         empty = np.empty(0)
-        return TargetErrors(np.empty(0, np.intp), empty, np.empty(0, bool), (), empty, empty)
+        return TargetErrors(np.empty(0, np.intp), empty, np.empty(0, bool), (), empty, empty, ())
     n_buckets = min(buckets, chosen.size)
     share: int | None = None
     if history_rows is not None:
@@ -117,6 +118,7 @@ def backtest_targets(
     ratios: list[FloatArray] = []
     inside: list[BoolArray] = []
     levels: list[str] = []
+    keys: list[str] = []
     lows: list[FloatArray] = []
     highs: list[FloatArray] = []
     for bucket in np.array_split(chosen, n_buckets):
@@ -128,6 +130,7 @@ def backtest_targets(
         ratios.append(scored.log_ratio)
         inside.append(scored.inside)
         levels.extend(scored.levels)
+        keys.extend(scored.keys)
         lows.append(scored.sigma_low)
         highs.append(scored.sigma_high)
     return TargetErrors(
@@ -137,6 +140,7 @@ def backtest_targets(
         tuple(levels),
         np.concatenate(lows),
         np.concatenate(highs),
+        tuple(keys),
     )
 
 
@@ -240,6 +244,7 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
     low = np.empty(combos.size)
     high = np.empty(combos.size)
     level_of: list[str] = []
+    key_of: list[str] = []
     for i, combination in enumerate(combos.tolist()):
         chosen = lookup(factors, *targets.names_of(combination))
         log_e[i], low[i], high[i] = (
@@ -248,6 +253,7 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
             chosen.log_sigma_high,
         )
         level_of.append(chosen.level)
+        key_of.append(chosen.segment)
     log_ratio: FloatArray = np.log(targets.effective_utilization) - log_e[which]
     # log_ratio < 0: observed longer than predicted, judged against the upper side.
     inside = (log_ratio <= Z90 * low[which]) & (-log_ratio <= Z90 * high[which])
@@ -258,6 +264,7 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
         tuple(level_of[i] for i in which.tolist()),
         low[which],
         high[which],
+        tuple(key_of[i] for i in which.tolist()),
     )
 
 

@@ -50,6 +50,11 @@ class FitParameters:
     # Spread of a segment's effect around its parent assumed before the data say otherwise
     # (log space), blended with the between-segment variance estimated from the data.
     tau_default: float = 0.2
+    # The same for a gpu/precision/recompute group around its gpu/precision segment: wall
+    # time is planned on hardware FLOPs, which already count the recomputation, so a
+    # segment's recompute modes differ by little unless the data show more (τ² is still
+    # estimated from the groups; this is only what it is blended with).
+    recompute_tau_default: float = 0.05
     # Pseudo-observations of the level's typical within-segment scale that a segment's own
     # scale is blended with (a two-run segment cannot know its own noise).
     scale_strength: float = 3.0
@@ -67,6 +72,7 @@ class FitParameters:
     def __post_init__(self) -> None:
         require_positive(self.half_life_days, "half_life_days")
         require_positive(self.tau_default, "tau_default")
+        require_positive(self.recompute_tau_default, "recompute_tau_default")
         require_positive(self.scale_strength, "scale_strength")
         require_positive(self.prior_sigma, "prior_sigma")
         require_positive(self.huber_c, "huber_c")

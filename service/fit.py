@@ -16,9 +16,10 @@ tail the intervals are calibrated to, service.intervals). (3) Empirical-Bayes po
 group's own estimate m has sampling variance v = s̃²/n_eff, with s̃² its scale blended
 with the level's typical scale (`scale_strength` pseudo-runs); segment effects spread
 around their parents with a between-group variance τ² estimated from the level's groups
-(method of moments, blended with `tau_default`² for levels with few groups; "*" uses the
-prior's own σ). The pooled location is parent + B·(m − parent), B = τ²/(τ² + v): a segment
-moves away from its parent only as far as its runs warrant. Posterior variance
+(method of moments, blended with `tau_default`² for levels with few groups, and with the
+smaller `recompute_tau_default`² at the recompute level; "*" uses the prior's own σ).
+The pooled location is parent + B·(m − parent), B = τ²/(τ² + v): a segment moves away
+from its parent only as far as its runs warrant. Posterior variance
 V = B·v + (1 − B)²·V_parent; predictive σ = √(s̃² + V).
 
 Overhead from (1−F) = E/U, clamped to [0, 0.95]; when the clamp binds E is kept and U
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -113,6 +114,7 @@ class _Grouping:
     rows: IntArray
     groups: IntArray
     parent: IntArray
+    recompute: bool = False  # the gpu/precision/recompute level (its own τ default)
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,7 +162,10 @@ def fit_weighted(
     parent = _prior_pooled(prior, params)
     for grouping in _groupings(data, params.min_recompute_n):
         tau = prior.log_sigma if grouping.level == "all" else None
-        pooled = _pool(grouping, columns, row_weights.size, params, parent, tau)
+        level_params = params
+        if grouping.recompute:
+            level_params = replace(params, tau_default=params.recompute_tau_default)
+        pooled = _pool(grouping, columns, row_weights.size, level_params, parent, tau)
         for index, key in enumerate(grouping.keys):
             result[key] = _segment_factors(key, grouping.level, pooled, index)
         parent = pooled
@@ -201,7 +206,8 @@ def _recompute_grouping(
     renumber = np.cumsum(kept) - 1
     keys = tuple("/".join(map(str, data.names_of(c))) for c in combos[kept].tolist())
     kept_groups = renumber[groups[kept[groups]]].astype(np.intp)
-    return _Grouping("segment", keys, rows, kept_groups, _parents(kept_groups, seg_groups[rows]))
+    parents = _parents(kept_groups, seg_groups[rows])
+    return _Grouping("segment", keys, rows, kept_groups, parents, recompute=True)
 
 
 def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:

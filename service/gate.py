@@ -8,9 +8,24 @@ defaults (`Factors()`, u = 0.4, f = 0). Reconciliations do not carry the factors
 typed, so the gate scores raw with the defaults, which is what an uncalibrated estimate
 uses unless told otherwise.
 
-Per segment. For every key of the candidate below "*" with at least FALLBACK_MIN_TARGETS
-backtest targets of its own (targets whose gpu, gpu/precision or gpu/precision/recompute is
-the key), if the calibrated predictions' median absolute error is worse than raw's there,
+Per segment. Every key of the candidate below "*" is judged on its backtest targets (those
+whose gpu, gpu/precision or gpu/precision/recompute is the key), on this evidence
+(`segment_evidence`):
+- "own": with at least FALLBACK_MIN_TARGETS targets predicted from the key's own entry (or
+  one below it), only those. A target predicted before the key had runs of its own came
+  from its parent ("*" or the GPU) and says how good the parent was, not the key's factors;
+  counting it would punish a well-fitted segment for its cold start for as long as the
+  backtest window reaches back.
+- "all": a thin key (fewer own targets) is judged on every target it has, those predicted
+  from its parent included, once it has THIN_MIN_TARGETS of them: until a segment has shown
+  on its own runs that calibration helps, a segment whose calibrated predictions so far lost
+  to raw gets raw.
+- "too few": below THIN_MIN_TARGETS targets nothing is decided and the key keeps its
+  calibrated factors (`reckon accuracy` says so where it looks worse). The evaluation harness
+  (bench/results/calibration_issue11.md) showed deciding on one or two targets to be noise:
+  it cost the synthetic organisations and put the published leave-one-out replay's coverage
+  at 1.00 (the raw range is the prior's wide one).
+If the calibrated predictions' median absolute error is worse than raw's on that evidence,
 the key falls back: stored with the raw factors, the prior's spread and `fallback` set, so
 estimates use the planner's factors and say so. When the candidate still loses to raw
 overall, the fitted set is not activated; instead a set with every segment fallen back (raw
@@ -28,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -50,7 +65,8 @@ from service.intervals import calibrate, multipliers
 from service.observations import ObservationArrays
 from service.robust import BoolArray, FloatArray, IntArray
 
-FALLBACK_MIN_TARGETS = 10
+FALLBACK_MIN_TARGETS = 10  # own targets that judge a key on its own
+THIN_MIN_TARGETS = 5  # targets of any kind below which a thin key is not judged
 _TIE = 1e-9
 _WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
 _RAW_EVERYWHERE = (
@@ -91,8 +107,9 @@ def assess(
     raw_inside = np.abs(raw_log_ratio) <= Z90 * prior.log_sigma
     calibrated = calibrate(fitted, detail.residuals(), params.thin_n)
     cal_inside = _calibrated_inside(detail)
-    keys_of = _target_keys(targets)
-    fallbacks = _fallbacks(calibrated, keys_of, detail.log_ratio, raw_log_ratio)
+    keys_of = target_keys(targets)
+    evidence = segment_evidence(calibrated, keys_of, detail.keys, detail.log_ratio, raw_log_ratio)
+    fallbacks = tuple(key for key, seen in evidence.items() if seen.worse)
     segments = dict(calibrated)
     for key in fallbacks:
         segments[key] = _fallen_back(calibrated[key], raw, prior)
@@ -174,7 +191,7 @@ def _calibrated_inside(detail: TargetErrors) -> BoolArray:
     return result
 
 
-def _target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
+def target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
     """Per target, the keys it belongs to below "*": gpu, gpu/precision[, /recompute]."""
     result: list[tuple[str, ...]] = []
     for row in range(len(targets)):
@@ -188,27 +205,51 @@ def _target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
     return result
 
 
-def _fallbacks(
-    segments: Mapping[str, SegmentFactors],
-    keys_of: list[tuple[str, ...]],
+@dataclass(frozen=True)
+class Evidence:
+    """One key's backtest evidence against raw: on which targets ("own", "all" or "too
+    few", see the module), how many, the median absolute error (fractions) of calibrated
+    and raw there, and whether calibrated is worse (None: too few to judge)."""
+
+    basis: str
+    n: int
+    calibrated: float | None
+    raw: float | None
+    worse: bool | None
+
+
+def segment_evidence(
+    keys: Iterable[str],
+    keys_of: Sequence[tuple[str, ...]],
+    entries: Sequence[str],
     log_ratio: FloatArray,
     raw_log_ratio: FloatArray,
-) -> tuple[str, ...]:
+) -> dict[str, Evidence]:
+    """Per key below "*": its evidence from the targets (`keys_of`: each target's keys;
+    `entries`: the factor-set key that predicted it; log ratios of calibrated and raw)."""
     members: dict[str, list[int]] = defaultdict(list)
-    for row, keys in enumerate(keys_of):
-        for key in keys:
+    own: dict[str, list[int]] = defaultdict(list)
+    for row, target_keys in enumerate(keys_of):
+        for key in target_keys:
             members[key].append(row)
-    chosen = []
-    for key in segments:
-        rows = members.get(key, [])
-        if key in (ALL_KEY, PRIOR_KEY) or len(rows) < FALLBACK_MIN_TARGETS:
+            if entries[row] == key or entries[row].startswith(key + "/"):
+                own[key].append(row)
+    result = {}
+    for key in keys:
+        if key in (ALL_KEY, PRIOR_KEY):
+            continue
+        basis, rows = "own", own.get(key, [])
+        if len(rows) < FALLBACK_MIN_TARGETS:
+            basis, rows = "all", members.get(key, [])
+        if len(rows) < THIN_MIN_TARGETS:
+            result[key] = Evidence("too few", len(rows), None, None, None)
             continue
         index: IntArray = np.array(rows, dtype=np.intp)
         calibrated = float(np.median(np.abs(np.expm1(log_ratio[index]))))
         uncalibrated = float(np.median(np.abs(np.expm1(raw_log_ratio[index]))))
-        if calibrated > uncalibrated * (1 + _TIE):
-            chosen.append(key)
-    return tuple(chosen)
+        worse = calibrated > uncalibrated * (1 + _TIE)
+        result[key] = Evidence(basis, len(rows), calibrated, uncalibrated, worse)
+    return result
 
 
 def _falls_back(segments: Mapping[str, SegmentFactors], targets: ObservationArrays) -> BoolArray:

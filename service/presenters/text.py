@@ -301,7 +301,7 @@ def accuracy_text(document: dict[str, Any]) -> str:
             if kind == "calibrated" and scores.get("fallback"):
                 note = "  fell back to raw: calibration did not beat it here"
             elif kind == "calibrated" and scores.get("calibrated_worse"):
-                note = "  worse than raw"
+                note = f"  {scores.get('note') or 'worse than raw'}"
             lines.append(
                 f"{name:<22} {kind:<11} {s['n']:>5} {_num(s['median_ape'], '%'):>11} "
                 f"{_num(s['mape'], '%'):>8} {_num(s['bias'], '%', signed=True):>8} "

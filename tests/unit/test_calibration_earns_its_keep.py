@@ -143,6 +143,25 @@ def test_a_segment_where_calibration_loses_to_raw_falls_back_and_says_so() -> No
     assert not verdict.segments["mi300x/bf16"].fallback
 
 
+def test_a_segment_is_judged_on_its_own_runs_once_it_has_enough_of_them() -> None:
+    # Targets 0-4 were predicted from "*" (before the segment had runs) and missed badly;
+    # the next twelve came from the segment's own entry and beat raw.
+    keys_of = [("mi300x", "mi300x/bf16")] * 17
+    entries = ["*"] * 5 + ["mi300x/bf16"] * 12
+    calibrated = np.array([0.6] * 5 + [0.05] * 12)
+    raw = np.full(17, 0.3)
+
+    evidence = gate.segment_evidence(["mi300x/bf16"], keys_of, entries, calibrated, raw)
+
+    seen = evidence["mi300x/bf16"]
+    assert (seen.basis, seen.n, seen.worse) == ("own", 12, False)
+    # Thin: with fewer own targets every target counts, and the cold start loses to raw.
+    thin = gate.segment_evidence(["mi300x/bf16"], keys_of[:8], entries[:8], calibrated[:8], raw[:8])
+    assert (thin["mi300x/bf16"].basis, thin["mi300x/bf16"].worse) == ("all", True)
+    few = gate.segment_evidence(["mi300x/bf16"], keys_of[:3], entries[:3], calibrated[:3], raw[:3])
+    assert few["mi300x/bf16"].worse is None
+
+
 # --- calibrated planning --------------------------------------------------------------------
 
 PEAK = 989e12
