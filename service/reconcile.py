@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, TypeVar
 
 from service import comparison, write_back
 from service.domain import (
@@ -26,12 +26,16 @@ from service.ports import Clock, PassLock, RunSource, UnitOfWork
 from service.prefetch import prefetched
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PassStatus = Literal["succeeded", "failed", "locked"]
 MANUAL_LINKS_PER_PASS = 10_000
 # The late-arrival probe: the most recent linked runs ending before the window, this many
 # at most, within this span (one small query: a bounded cost per pass, not a rescan).
 MISSED_PROBE_RUNS = 200
+# Terminal runs without an end time: so rare (a trainer that set FINISHED without ending
+# the run) that the latest 50 started in the span is a fair net, and cheap beside the scan.
+UNENDED_PROBE_RUNS = 50
 MISSED_PROBE_SPAN = timedelta(days=30)
 
 
@@ -144,20 +148,25 @@ def _locked_pass(
     window = ScanWindow(after=_window_start(mark, options), cutoff=started)
     try:
         scan_skips: list[Skip] = []
-        runs = _judged(
-            prefetched(_runs(source, window, manual), 2 * options.batch_size), scan_skips
-        )
         judgments = _Judgments()
         with ThreadPoolExecutor(1, thread_name_prefix="reckon-probes") as beside:
-            probed = beside.submit(_probe, source, window)  # two small requests, in parallel
+            # The probes (two small MLflow requests) go out once the reader has fetched the
+            # last page: they overlap the judging of that page instead of delaying a page.
+            probed: list[Future[_Probed]] = []
+            scan = _then(
+                _runs(source, window, manual),
+                lambda: probed.append(beside.submit(_probe, source, window)),
+            )
+            runs = _judged(prefetched(scan, 2 * options.batch_size), scan_skips)
             seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
-            missed, unended = _unseen(uow, probed.result())
-        scan_skips.extend(unended)
+            probe = probed[0].result() if probed else _Probed()
         _confirm(lock)
         with uow:
             if uow.passes.started_after(pass_id):
                 # The lock was lost and taken back, but another pass got in meanwhile.
                 raise ConflictError(_LOST)
+            missed, unended = _unseen(uow, probe)
+            scan_skips.extend(unended)
             if uow.staging.marker() != marker:
                 # A link or a reconciliation changed while the pages were judged (`reckon
                 # link`, `unlink`, an import): judge every staged run again, in here.
@@ -225,7 +234,7 @@ def _probe(source: RunSource, window: ScanWindow) -> _Probed:
             before = ScanWindow(after=window.after - MISSED_PROBE_SPAN, cutoff=window.after)
             late = source.latest_terminated_runs(before, MISSED_PROBE_RUNS)
         since = (window.after or window.cutoff) - MISSED_PROBE_SPAN
-        return _Probed(late, source.terminated_without_end(since, MISSED_PROBE_RUNS))
+        return _Probed(late, source.terminated_without_end(since, UNENDED_PROBE_RUNS))
     except ReckonError as error:
         log.warning("late-arrival and missing-end probes skipped: %s", error)
         return _Probed()
@@ -233,15 +242,20 @@ def _probe(source: RunSource, window: ScanWindow) -> _Probed:
 
 def _unseen(uow: UnitOfWork, probed: _Probed) -> tuple[int, list[Skip]]:
     """How many late runs no pass has seen (neither stored nor skipped), and a skip for
-    each run without an end time that no pass has recorded yet."""
+    each run without an end time that no pass has recorded yet (in the final transaction)."""
     candidates = [run.run_id for run in (*probed.late, *probed.unended)]
     if not candidates:
         return 0, []
-    with uow:
-        known = uow.runs.known(candidates)
+    known = uow.runs.known(candidates)
     missed = sum(1 for run in probed.late if run.run_id not in known)
     skips = [comparison.run_problem(run) for run in probed.unended if run.run_id not in known]
     return missed, [skip for skip in skips if skip is not None]
+
+
+def _then(items: Iterator[T], action: Callable[[], object]) -> Iterator[T]:
+    """`items`, then `action()` once they are exhausted."""
+    yield from items
+    action()
 
 
 def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Iterator[ObservedRun]:

@@ -11,6 +11,7 @@ from sqlalchemy import Integer, String, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from service.db.columns import UtcDateTime
+from service.db.sets import among
 from service.db.tables import (
     MlflowRunRow,
     ReconcilePassRow,
@@ -21,7 +22,7 @@ from service.db.tables import (
     StagedRunRow,
     SyncStateRow,
 )
-from service.db.upsert import upsert, upsert_from
+from service.db.upsert import replace_staged, upsert, upsert_from
 from service.domain import (
     EstimateKind,
     FactorsKind,
@@ -83,7 +84,7 @@ class StagingRepository:
             for run in runs
         ]
         # A run seen twice in one scan (offset page tokens shift) keeps its latest copy.
-        upsert(self._session, StagedRunRow, rows, ["pass_id", "run_id"], (*_RUN_FIELDS, "owner"))
+        replace_staged(self._session, StagedRunRow, pass_id, "run_id", rows)
 
     def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]:
         """Keyset pages over the staged runs, so no cursor stays open between writes."""
@@ -111,10 +112,10 @@ class StagingRepository:
         staged = StagedRunRow.__table__
         rows = self._session.execute(
             select(staged).where(
-                staged.c.pass_id == pass_id, staged.c.owner.in_(list(estimate_ids))
+                staged.c.pass_id == pass_id, among(self._session, staged.c.owner, estimate_ids)
             )
         )
-        for row in rows:
+        for row in rows.all():  # fetchall: psycopg's fetchone per row costs more
             found[row.owner].append(_observed(row))
         return found
 
@@ -126,13 +127,12 @@ class StagingRepository:
         row = StagedReconciliationRow
         if unchanged:
             self._session.execute(
-                delete(row).where(row.pass_id == pass_id, row.estimate_id.in_(list(unchanged)))
+                delete(row).where(
+                    row.pass_id == pass_id, among(self._session, row.estimate_id, unchanged)
+                )
             )
         rows = [{**_reconciliation_values(item), "pass_id": pass_id} for item in changed]
-        keys = ("pass_id", "estimate_id")
-        columns = row.__table__.columns
-        fields = [column.name for column in columns if column.name not in keys]
-        upsert(self._session, StagedReconciliationRow, rows, keys, fields)
+        replace_staged(self._session, StagedReconciliationRow, pass_id, "estimate_id", rows)
 
     def forget_judgments(self, pass_id: int) -> None:
         """Undo what pages resolved and judged (the staged runs stay), to judge them again."""
@@ -226,9 +226,9 @@ class RunRepository:
         rows = self._session.execute(
             select(RunLinkRow.estimate_id.label("owner"), runs)
             .join(runs, runs.c.run_id == RunLinkRow.run_id)
-            .where(RunLinkRow.estimate_id.in_(list(estimate_ids)))
+            .where(among(self._session, RunLinkRow.estimate_id, estimate_ids))
         )
-        for row in rows:
+        for row in rows.all():  # fetchall: psycopg's fetchone per row costs more
             found[row.owner].append(_observed(row))
         return found
 
@@ -237,10 +237,10 @@ class RunRepository:
             return set()
         wanted = list(set(run_ids))
         stored = self._session.scalars(
-            select(MlflowRunRow.run_id).where(MlflowRunRow.run_id.in_(wanted))
+            select(MlflowRunRow.run_id).where(among(self._session, MlflowRunRow.run_id, wanted))
         )
         skipped = self._session.scalars(
-            select(SkippedRunRow.run_id).where(SkippedRunRow.run_id.in_(wanted))
+            select(SkippedRunRow.run_id).where(among(self._session, SkippedRunRow.run_id, wanted))
         )
         return set(stored) | set(skipped)
 
@@ -266,9 +266,9 @@ class ReconciliationRepository:
             return {}
         table = ReconciliationRow.__table__  # Core rows: read-only, thousands per pass
         rows = self._session.execute(
-            select(table).where(table.c.estimate_id.in_(list(estimate_ids)))
+            select(table).where(among(self._session, table.c.estimate_id, estimate_ids))
         )
-        return {row.estimate_id: _reconciliation(row) for row in rows}
+        return {row.estimate_id: _reconciliation(row) for row in rows.all()}
 
     def save_many(
         self, items: Sequence[Reconciliation], *, pass_id: int | None, now: datetime

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service import bounds
 from service.db import estimate_mapping
+from service.db.sets import among
 from service.db.tables import EstimateRow, RunLinkRow
 from service.db.upsert import upsert
 from service.db.values import check_values
@@ -55,14 +56,14 @@ class EstimateRepository:
         table = EstimateRow.__table__
         columns = [table.c[name] for name in _PLANNED_COLUMNS]
         rows = self._session.execute(
-            select(*columns).where(table.c.id.in_(list(set(estimate_ids))))
+            select(*columns).where(among(self._session, table.c.id, estimate_ids))
         )
-        return {row.id: estimate_mapping.planned(row) for row in rows}
+        return {row.id: estimate_mapping.planned(row) for row in rows.all()}
 
     def existing(self, estimate_ids: Sequence[str]) -> set[str]:
         if not estimate_ids:
             return set()
-        query = select(EstimateRow.id).where(EstimateRow.id.in_(list(set(estimate_ids))))
+        query = select(EstimateRow.id).where(among(self._session, EstimateRow.id, estimate_ids))
         return set(self._session.scalars(query))
 
     def list(
@@ -95,7 +96,7 @@ class RunLinkRepository:
             return {}
         rows = self._session.execute(
             select(RunLinkRow.run_id, RunLinkRow.estimate_id).where(
-                RunLinkRow.run_id.in_(list(set(run_ids)))
+                among(self._session, RunLinkRow.run_id, run_ids)
             )
         )
         return {run_id: estimate_id for run_id, estimate_id in rows}

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, Table
+from sqlalchemy import Select, String, Table, any_, bindparam, delete
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import DeclarativeBase, Session
 
 
@@ -61,3 +62,39 @@ def upsert_from(
     else:
         statement = statement.on_conflict_do_nothing(index_elements=list(keys))
     session.execute(statement)
+
+
+def replace_staged(
+    session: Session,
+    model: type[DeclarativeBase],
+    pass_id: int,
+    key: str,
+    rows: Sequence[Mapping[str, Any]],
+) -> None:
+    """Write a pass's staged rows, replacing any it staged before under the same key (a
+    run seen again, an estimate judged again). On PostgreSQL: one DELETE and one COPY,
+    where executemany would run one INSERT per row; SQLite's executemany is already a
+    loop in C, so there it is the plain upsert."""
+    if not rows:
+        return
+    table = model.__table__
+    assert isinstance(table, Table)
+    if session.get_bind().dialect.name != "postgresql":
+        fields = [column.name for column in table.columns if column.name not in ("pass_id", key)]
+        upsert(session, model, rows, ["pass_id", key], fields)
+        return
+    latest = list({row[key]: row for row in rows}.values())
+    session.execute(
+        delete(table).where(
+            table.c.pass_id == pass_id,
+            table.c[key] == any_(bindparam(None, [row[key] for row in latest], ARRAY(String()))),
+        )
+    )
+    columns = [column.name for column in table.columns]
+    raw = session.connection().connection.dbapi_connection
+    assert raw is not None
+    with raw.cursor() as cursor:  # type: ignore[attr-defined]
+        statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
+        with cursor.copy(statement) as copy:
+            for row in latest:
+                copy.write_row([row[name] for name in columns])
