@@ -13,7 +13,8 @@ and a pass on emptied result tables (the estimates stay), alternating so that a 
 the machine's load hits both. Each listing and each pass runs in a fresh process, which
 reports its own time and peak RSS: the RSS is the pass's, not the populating's. A
 PostgreSQL URL gets a schema of its own, dropped afterwards. Several `--database-url`s
-share one populated MLflow (the same estimates are saved in each database).
+share one populated MLflow (the same estimates are saved in each database). `--workdir DIR`
+keeps what was populated (10,000 runs take minutes to create) and reuses it next time.
 
 Two listings are timed: MLflow's own `MlflowClient.search_runs` (the bar's reference) and
 the same requests read as plain JSON (`service.mlflow_rest`, which the pass uses): the
@@ -35,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import text
 
@@ -185,6 +187,11 @@ def main() -> None:
     )
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--experiment", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep the populated MLflow store and databases here and reuse them next time",
+    )
     args = parser.parse_args()
     for name, value in CLIENT_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
@@ -193,6 +200,9 @@ def main() -> None:
         _measure_here(args)
         return
     wanted = args.database_url or ["sqlite"]
+    if args.workdir is not None:
+        _kept(args.workdir, wanted, args.n, args.repeat)
+        return
     with (
         tempfile.TemporaryDirectory() as tmp,
         MlflowServer(Path(tmp) / "mlflow") as server,
@@ -206,16 +216,48 @@ def main() -> None:
             )
             for url in wanted
         ]
-        for url in urls:
-            engine = make_engine(url)
-            migrate.upgrade(engine)
-            engine.dispose()
-        started = time.perf_counter()
-        experiment_id = populate(server.uri, urls, args.n)
-        print(f"populated {args.n} runs and estimates in {time.perf_counter() - started:.1f} s")
-        bare_listing(server.uri, experiment_id, 1000)  # warm the server
+        experiment_id = _populated(server.uri, urls, args.n)
         for url in urls:
             _bench(server.uri, url, experiment_id, args.n, args.repeat)
+
+
+def _populated(uri: str, urls: list[str], n: int) -> str:
+    for url in urls:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+    started = time.perf_counter()
+    experiment_id = populate(uri, urls, n)
+    print(f"populated {n} runs and estimates in {time.perf_counter() - started:.1f} s")
+    bare_listing(uri, experiment_id, 1000)  # warm the server
+    return experiment_id
+
+
+def _kept(workdir: Path, wanted: list[str], n: int, repeat: int) -> None:
+    """Populate `workdir` once (MLflow's store, a SQLite file, a PostgreSQL schema named
+    after it), then measure against what is there: 10,000 runs take minutes to create."""
+    state_file = workdir / f"state-{n}.json"
+    schema = f"bench_reconcile_{n}"
+    urls = [
+        f"sqlite:///{workdir / f'reckon-{n}.db'}"
+        if url == "sqlite"
+        else f"{url}{'&' if '?' in url else '?'}options={quote(f'-csearch_path={schema}')}"
+        for url in wanted
+    ]
+    with MlflowServer(workdir / f"mlflow-{n}") as server:
+        if not state_file.exists():
+            for base in wanted:
+                if base != "sqlite":
+                    admin = make_engine(base)
+                    with admin.begin() as connection:
+                        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+                        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+                    admin.dispose()
+            experiment_id = _populated(server.uri, urls, n)
+            state_file.write_text(json.dumps({"experiment_id": experiment_id}))
+        experiment_id = json.loads(state_file.read_text())["experiment_id"]
+        for url in urls:
+            _bench(server.uri, url, experiment_id, n, repeat)
 
 
 def _bench(uri: str, url: str, experiment_id: str, n: int, repeat: int) -> None:

@@ -5,7 +5,9 @@ scheduler all call `run_pass`; nothing else reconciles."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from service.domain import (
     Skip,
 )
 from service.ports import Clock, PassLock, RunSource, UnitOfWork
-from service.prefetch import prefetched
+from service.prefetch import Prefetched
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,76 +137,140 @@ def _locked_pass(
 ) -> PassOutcome:
     started = clock.now()
     with uow:
-        # Holding the lock, no other pass can be running: rows still 'running' belong to
-        # processes that died, and their staged runs were never applied.
-        uow.passes.abandon_running(started)
-        uow.staging.clear()
-        pass_id = uow.passes.start(options.trigger, started)
         mark = uow.watermarks.get()
-        manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
-        marker = uow.staging.marker()
-        uow.commit()
     # The cutoff is captured once: the window must not grow while it is being paged.
     window = ScanWindow(after=_window_start(mark, options), cutoff=started)
-    try:
-        scan_skips: list[Skip] = []
-        judgments = _Judgments()
-        with ThreadPoolExecutor(1, thread_name_prefix="reckon-probes") as beside:
-            # The probes (two small MLflow requests) go out once the reader has fetched the
-            # last page: they overlap the judging of that page instead of delaying a page.
-            probed: list[Future[_Probed]] = []
-            scan = _then(
-                _runs(source, window, manual),
-                lambda: probed.append(beside.submit(_probe, source, window)),
-            )
-            runs = _judged(prefetched(scan, 2 * options.batch_size), scan_skips)
-            seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
-            probe = probed[0].result() if probed else _Probed()
-        _confirm(lock)
-        with uow:
-            if uow.passes.started_after(pass_id):
-                # The lock was lost and taken back, but another pass got in meanwhile.
-                raise ConflictError(_LOST)
-            missed, unended = _unseen(uow, probe)
-            scan_skips.extend(unended)
-            if uow.staging.marker() != marker:
-                # A link or a reconciliation changed while the pages were judged (`reckon
-                # link`, `unlink`, an import): judge every staged run again, in here.
-                judgments = _judge_again(uow, pass_id, options.batch_size)
-            now = clock.now()
-            uow.staging.apply(pass_id, now)
-            reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]
-            skipped = judgments.skips_after(scan_skips)
-            uow.skips.record(skipped, pass_id=pass_id, now=now)
-            if options.write_back:
-                uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
-            factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
-            uow.watermarks.advance(window.cutoff, pass_id=pass_id, now=clock.now())
-            uow.staging.clear(pass_id)
-            record = _record(pass_id, options, started, clock.now(), window, seen)
-            uow.passes.finish(
-                _with_counts(record, "succeeded", len(reconciled), len(skipped), factor_set)
-            )
-            uow.commit()
-    except Exception as error:
-        message = str(error) if isinstance(error, ReckonError) else repr(error)
-        _mark_failed(uow, _record(pass_id, options, started, clock.now(), window, 0), message)
-        raise
+    manual = _Handoff()
+    with ThreadPoolExecutor(1, thread_name_prefix="reckon-probes") as beside:
+        # The probes (two small MLflow requests) go out once the reader has fetched the
+        # last page: they overlap the judging of that page instead of delaying a page.
+        probed: list[Future[_Probed]] = []
+        scan = _then(
+            _runs(source, window, manual.wait),
+            lambda: probed.append(beside.submit(_probe, source, window)),
+        )
+        # Reading starts here: MLflow serves the first page while the pass opens its books.
+        with Prefetched(scan, 2 * options.batch_size) as reader:
+            manual_ids: list[str] = []
+            try:
+                pass_id, manual_ids, marker = _open(uow, options, started)
+            finally:
+                manual.give(manual_ids)  # a reader waiting for them must not wait forever
+            record = _record(pass_id, options, started, started, window, 0)
+            try:
+                scan_skips: list[Skip] = []
+                judgments = _Judgments()
+                runs = _judged(iter(reader), scan_skips)
+                seen = _stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
+                record = dataclasses.replace(record, runs_seen=seen)
+                probe = probed[0].result() if probed else _Probed()
+                _confirm(lock)
+                closed = _close(
+                    uow, clock, options, refit, record, marker, judgments, scan_skips, probe
+                )
+            except Exception as error:
+                message = str(error) if isinstance(error, ReckonError) else repr(error)
+                failed = dataclasses.replace(record, ended_at=clock.now(), runs_seen=0)
+                _mark_failed(uow, failed, message)
+                raise
     written, pending = write_back.write_back(uow, source) if options.write_back else (0, 0)
     outcome = PassOutcome(
         status="succeeded",
         pass_id=pass_id,
         window=window,
-        runs_seen=seen,
-        reconciled=reconciled,
-        skipped=skipped,
-        factor_set=factor_set,
-        missed_before_window=missed,
+        runs_seen=record.runs_seen,
+        reconciled=closed.reconciled,
+        skipped=closed.skipped,
+        factor_set=closed.factor_set,
+        missed_before_window=closed.missed,
         tags_written=written,
         tags_pending=pending,
     )
     log.info(outcome.summary)
     return outcome
+
+
+def _open(
+    uow: UnitOfWork, options: PassOptions, started: datetime
+) -> tuple[int, list[str], tuple[object, ...]]:
+    """The pass's first transaction: its row, the manual links to look up by id, and the
+    marker of links and reconciliations as they are now."""
+    with uow:
+        # Holding the lock, no other pass can be running: rows still 'running' belong to
+        # processes that died, and their staged runs were never applied.
+        uow.passes.abandon_running(started)
+        uow.staging.clear()
+        pass_id = uow.passes.start(options.trigger, started)
+        manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
+        marker = uow.staging.marker()
+        uow.commit()
+    return pass_id, manual, marker
+
+
+@dataclass(frozen=True)
+class _Closed:
+    reconciled: list[Reconciliation]
+    skipped: list[Skip]
+    factor_set: int | None
+    missed: int
+
+
+def _close(
+    uow: UnitOfWork,
+    clock: Clock,
+    options: PassOptions,
+    refit: Refit | None,
+    record: PassRecord,
+    marker: tuple[object, ...],
+    judgments: _Judgments,
+    scan_skips: list[Skip],
+    probe: _Probed,
+) -> _Closed:
+    """The pass's one final transaction: everything it concluded, and the watermark."""
+    pass_id = record.id
+    with uow:
+        if uow.passes.started_after(pass_id):
+            # The lock was lost and taken back, but another pass got in meanwhile.
+            raise ConflictError(_LOST)
+        missed, unended = _unseen(uow, probe)
+        if uow.staging.marker() != marker:
+            # A link or a reconciliation changed while the pages were judged (`reckon
+            # link`, `unlink`, an import): judge every staged run again, in here.
+            judgments = _judge_again(uow, pass_id, options.batch_size)
+        now = clock.now()
+        uow.staging.apply(pass_id, now)
+        reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]
+        skipped = judgments.skips_after([*scan_skips, *unended])
+        uow.skips.record(skipped, pass_id=pass_id, now=now)
+        if options.write_back:
+            uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
+        factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
+        assert record.window_cutoff is not None
+        uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
+        uow.staging.clear(pass_id)
+        finished = dataclasses.replace(record, ended_at=clock.now())
+        uow.passes.finish(
+            _with_counts(finished, "succeeded", len(reconciled), len(skipped), factor_set)
+        )
+        uow.commit()
+    return _Closed(reconciled, skipped, factor_set, missed)
+
+
+class _Handoff:
+    """The manual link ids, read by the pass's first transaction, waited for by the reader
+    thread once its scan is done (by then they are long known)."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []
+        self._given = threading.Event()
+
+    def give(self, ids: list[str]) -> None:
+        self._ids = ids
+        self._given.set()
+
+    def wait(self) -> list[str]:
+        self._given.wait()
+        return self._ids
 
 
 def _window_start(mark: datetime | None, options: PassOptions) -> datetime | None:
@@ -258,10 +324,13 @@ def _then(items: Iterator[T], action: Callable[[], object]) -> Iterator[T]:
     action()
 
 
-def _runs(source: RunSource, window: ScanWindow, manual: Sequence[str]) -> Iterator[ObservedRun]:
+def _runs(
+    source: RunSource, window: ScanWindow, manual: Callable[[], Sequence[str]]
+) -> Iterator[ObservedRun]:
     yield from source.terminated_runs(window)
-    if manual:
-        yield from source.runs_by_id(manual)
+    ids = manual()
+    if ids:
+        yield from source.runs_by_id(ids)
 
 
 def _judged(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[ObservedRun]:

@@ -81,15 +81,17 @@ def make_engine(url: str, **options: Any) -> Engine:
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """Foreign keys on; write-ahead logging, so readers (the API, the dashboard) never
-    block the pass's writes nor it theirs, and a commit appends to the log instead of
-    rewriting and syncing the file: with `synchronous=NORMAL` a commit costs no fsync. A
+    """Foreign keys on. A migrated file is in write-ahead-log mode (`migrate.upgrade` sets
+    it once): readers (the API, the dashboard) never block the pass's writes nor it
+    theirs, and with `synchronous=NORMAL` a commit appends to the log without an fsync. A
     killed process loses nothing committed; a power cut may undo the last commits, each
-    whole (a pass then simply runs again). WAL needs a local disk, as SQLite does anyway."""
+    whole (a pass then simply runs again). NORMAL is set only in WAL mode, where it cannot
+    corrupt the file. WAL needs a local disk, as SQLite does anyway."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
+    mode = cursor.execute("PRAGMA journal_mode").fetchone()
+    if mode is not None and str(mode[0]).lower() == "wal":
+        cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
 

@@ -72,6 +72,11 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     _refuse_newer(engine, current_revision(engine), head_revision(engine))
     with database_errors(engine), _alembic_errors(engine):
         command.upgrade(alembic_config(engine), revision)
+        if engine.dialect.name == "sqlite":
+            # Write-ahead logging (see engine._sqlite_pragmas) is a property of the file:
+            # set once here, by the one process that upgrades it, never raced on connect.
+            with engine.connect() as connection:
+                connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
 
 def downgrade(engine: Engine, revision: str) -> None:
