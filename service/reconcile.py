@@ -247,7 +247,8 @@ def _close(
         factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
         assert record.window_cutoff is not None
         uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
-        uow.staging.clear(pass_id)
+        # The staged rows stay until the next pass opens (it clears all staging in its first
+        # transaction, while MLflow serves its first page): not deleted on the way out.
         finished = dataclasses.replace(record, ended_at=clock.now())
         uow.passes.finish(
             _with_counts(finished, "succeeded", len(reconciled), len(skipped), factor_set)

@@ -257,7 +257,8 @@ class SegmentFactorRow(Base):
 class StagedRunRow(Base):
     """Runs a pass has read from MLflow but not yet applied. Written page by page so memory
     stays flat; applied, with the watermark, in the pass's one final transaction; cleared
-    when a pass fails (or by the next pass, if one was killed)."""
+    when a pass fails, and by the next pass as it opens (so the last pass's rows stay until
+    then; nothing reads them)."""
 
     __tablename__ = "staged_run"
 
