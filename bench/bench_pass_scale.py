@@ -25,6 +25,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from bench.bench_reconcile import create_linked_runs
 from bench.bench_refit_db import add_active_set, write_history
@@ -87,16 +88,22 @@ def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int,
     )
     app.require_schema()  # the schema check outside the timing
     refit_seconds: list[float] = []
-    in_pass = app._refit_in_pass
+    in_pass = app._refit_in_pass()
 
-    def timed_refit(*args: object) -> int | None:
-        started = time.perf_counter()
-        try:
-            return in_pass(*args)  # type: ignore[arg-type]
-        finally:
-            refit_seconds.append(time.perf_counter() - started)
+    class TimedRefit:
+        """The pass's refit, its time in the final transaction measured (the early read
+        it starts as the pass opens runs beside the scan and is not counted)."""
 
-    app._refit_in_pass = timed_refit  # type: ignore[method-assign,assignment]
+        prepare = in_pass.prepare
+
+        def __call__(self, *args: Any) -> int | None:
+            started = time.perf_counter()
+            try:
+                return in_pass(*args)
+            finally:
+                refit_seconds.append(time.perf_counter() - started)
+
+    app._refit_in_pass = TimedRefit  # type: ignore[method-assign,assignment]
     started = time.perf_counter()
     outcome = app.reconcile(trigger="bench")
     elapsed = time.perf_counter() - started

@@ -238,10 +238,21 @@ class FactorSetStore(Protocol):
         columns ordered by end time, with their estimate ids in the same order."""
         ...
 
+    def prefetch_observations(self, since: datetime | None) -> object:
+        """The refit's read made early (a pass does it while MLflow serves its pages), for
+        `observation_arrays(ahead=...)`; opaque to the caller."""
+        ...
+
     def observation_arrays(
-        self, since: datetime | None = None
+        self,
+        since: datetime | None = None,
+        *,
+        ahead: object | None = None,
+        pass_id: int | None = None,
     ) -> tuple[ObservationArrays, tuple[str, str] | None]:
-        """The same columns, with only the first and last estimate id (None when empty)."""
+        """The same columns, with only the first and last estimate id (None when empty).
+        With `ahead` (a prefetch in which nothing but pass `pass_id` wrote reconciliations
+        since), only that pass's rows are read again."""
         ...
 
     def changed_since(self, moment: datetime) -> bool:

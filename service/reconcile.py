@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from service import comparison, write_back
 from service.domain import (
@@ -99,7 +99,18 @@ class PassOutcome:
         )
 
 
-Refit = Callable[[UnitOfWork, int, datetime], int | None]
+class Refit(Protocol):
+    """The refit a pass ends with (service.refit.InPass)."""
+
+    def prepare(self, now: datetime) -> Callable[[], object]:
+        """Start reading ahead (on its own) as the pass opens; the callable waits for it."""
+        ...
+
+    def __call__(
+        self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: Callable[[], object] | None
+    ) -> int | None:
+        """Refit in the pass's final transaction; the active factor set's version."""
+        ...
 
 
 def run_pass(
@@ -157,6 +168,7 @@ def _locked_pass(
             finally:
                 manual.give(manual_ids)  # a reader waiting for them must not wait forever
             record = _record(pass_id, options, started, started, window, 0)
+            ahead = refit.prepare(started) if refit is not None else None
             try:
                 scan_skips: list[Skip] = []
                 judgments = _Judgments()
@@ -166,7 +178,7 @@ def _locked_pass(
                 probe = probed[0].result() if probed else _Probed()
                 _confirm(lock)
                 closed = _close(
-                    uow, clock, options, refit, record, marker, judgments, scan_skips, probe
+                    uow, clock, options, refit, ahead, record, marker, judgments, scan_skips, probe
                 )
             except Exception as error:
                 message = str(error) if isinstance(error, ReckonError) else repr(error)
@@ -220,6 +232,7 @@ def _close(
     clock: Clock,
     options: PassOptions,
     refit: Refit | None,
+    ahead: Callable[[], object] | None,
     record: PassRecord,
     marker: tuple[object, ...],
     judgments: _Judgments,
@@ -233,7 +246,8 @@ def _close(
             # The lock was lost and taken back, but another pass got in meanwhile.
             raise ConflictError(_LOST)
         missed, unended = _unseen(uow, probe)
-        if uow.staging.marker() != marker:
+        alone = uow.staging.marker() == marker
+        if not alone:
             # A link or a reconciliation changed while the pages were judged (`reckon
             # link`, `unlink`, an import): judge every staged run again, in here.
             judgments = _judge_again(uow, pass_id, options.batch_size)
@@ -244,7 +258,9 @@ def _close(
         uow.skips.record(skipped, pass_id=pass_id, now=now)
         if options.write_back:
             uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
-        factor_set = refit(uow, pass_id, clock.now()) if refit is not None else None
+        # The refit's early read holds only if nothing but this pass wrote since.
+        early = ahead if alone else None
+        factor_set = refit(uow, pass_id, clock.now(), early) if refit is not None else None
         assert record.window_cutoff is not None
         uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
         # The staged rows stay until the next pass opens (it clears all staging in its first

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -39,6 +42,11 @@ class RefitOutcome:
     message: str
 
 
+def horizon(params: FitParameters, now: datetime) -> datetime:
+    """Runs that ended before this weigh under 3e-5 of a new one: they are not read."""
+    return now - timedelta(seconds=fit.horizon_seconds(params))
+
+
 def refit(
     uow: UnitOfWork,
     prior: Prior,
@@ -46,19 +54,23 @@ def refit(
     now: datetime,
     *,
     force: bool = False,
+    ahead: Callable[[], object] | None = None,
+    pass_id: int | None = None,
 ) -> RefitOutcome:
     """Inside the caller's transaction (the reconcile pass's, or its own). A refit with no
     reconciliation changed since the active set was made is skipped (unless forced), so a
-    rerun of a pass creates no new set."""
+    rerun of a pass creates no new set. `ahead` gives the observations read earlier for
+    pass `pass_id` (`InPass.prepare`), completed here with that pass's own rows."""
     active = uow.factor_sets.active()
     newest = uow.factor_sets.newest()
     if not force and newest is not None and not uow.factor_sets.changed_since(newest.created_at):
         return RefitOutcome(None, False, None, None, f"factor set {newest.version} is current")
-    # Runs older than the horizon weigh under 3e-5 of a new one: they are not read at all.
-    horizon = now - timedelta(seconds=fit.horizon_seconds(params))
-    data, estimate_ids = uow.factor_sets.observation_arrays(since=horizon)
+    since = horizon(params, now)
+    data, estimate_ids = uow.factor_sets.observation_arrays(
+        since=since, ahead=_prefetched(ahead), pass_id=pass_id
+    )
     if estimate_ids is None:
-        return RefitOutcome(None, False, None, None, _NOTHING.format(horizon.date()))
+        return RefitOutcome(None, False, None, None, _NOTHING.format(since.date()))
     fitted = fit.fit(data, prior, params, as_of=now)
     # One backtest over the most recent targets serves the interval calibration, the
     # per-segment fallbacks and the gate; the comparison with the active set uses only the
@@ -117,6 +129,49 @@ def refit(
     )
     log.info(message)
     return RefitOutcome(stored, activate, candidate, baseline, message)
+
+
+@dataclass(frozen=True)
+class InPass:
+    """The refit every reconcile pass ends with (service.reconcile's Refit). Its read of the
+    observations starts, in a thread and a transaction of its own, as the pass opens, so
+    MLflow's paging hides it; the pass's final transaction then reads only the rows the
+    pass itself wrote. A night with nothing new never waits for that read."""
+
+    prior: Prior
+    params: FitParameters
+    unit_of_work: Callable[[], UnitOfWork]
+
+    def prepare(self, now: datetime) -> Callable[[], object]:
+        result: Future[object] = Future()
+
+        def read() -> None:
+            try:
+                with self.unit_of_work() as uow:
+                    since = horizon(self.params, now)
+                    result.set_result(uow.factor_sets.prefetch_observations(since))
+            except BaseException as error:  # the refit then reads everything itself
+                result.set_exception(error)
+
+        threading.Thread(target=read, name="reckon-refit-read", daemon=True).start()
+        return result.result
+
+    def __call__(
+        self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: Callable[[], object] | None
+    ) -> int | None:
+        refit(uow, self.prior, self.params, now, ahead=ahead, pass_id=pass_id)
+        active = uow.factor_sets.active()
+        return None if active is None else active.version
+
+
+def _prefetched(ahead: Callable[[], object] | None) -> object | None:
+    if ahead is None:
+        return None
+    try:
+        return ahead()
+    except Exception as error:
+        log.warning("the refit's early read failed (%s); reading everything now", error)
+        return None
 
 
 def _iso(epoch_seconds: float) -> str:

@@ -372,8 +372,15 @@ class _FactorSets:
         ids = [item.estimate_id for item, _saved in chosen]
         return ObservationArrays.from_observations(observations), ids
 
+    def prefetch_observations(self, since: datetime | None) -> object:
+        return None  # nothing to save in memory: `observation_arrays` reads it all again
+
     def observation_arrays(
-        self, since: datetime | None = None
+        self,
+        since: datetime | None = None,
+        *,
+        ahead: object | None = None,
+        pass_id: int | None = None,
     ) -> tuple[ObservationArrays, tuple[str, str] | None]:
         data, ids = self.observations(since)
         return data, (ids[0], ids[-1]) if ids else None

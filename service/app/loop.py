@@ -15,7 +15,7 @@ from service.domain import (
     Reconciliation,
     RunningProjection,
 )
-from service.ports import RunSource, UnitOfWork
+from service.ports import RunSource
 from service.results import (
     FactorHistory,
     FactorsAnswer,
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from service.importing import ImportOutcome
     from service.launch import LaunchOutcome
     from service.reconcile import PassOutcome
-    from service.refit import RefitOutcome
+    from service.refit import InPass, RefitOutcome
 
 
 class LoopCases(RegistryCases):
@@ -76,7 +76,7 @@ class LoopCases(RegistryCases):
             self._adapters.pass_lock(),
             self.clock,
             options,
-            refit=self._refit_in_pass,
+            refit=self._refit_in_pass(),
             on_progress=on_progress,
         )
 
@@ -139,13 +139,11 @@ class LoopCases(RegistryCases):
             uow.commit()
         return outcome
 
-    def _refit_in_pass(self, uow: UnitOfWork, _pass_id: int, now: datetime) -> int | None:
-        """Every pass ends with a refit, in the pass's transaction; returns the active set."""
-        from service.refit import refit
+    def _refit_in_pass(self) -> InPass:
+        """Every pass ends with a refit, in the pass's transaction."""
+        from service.refit import InPass
 
-        refit(uow, self._adapters.prior(), self.fit_parameters, now)
-        active = uow.factor_sets.active()
-        return None if active is None else active.version
+        return InPass(self._adapters.prior(), self.fit_parameters, self._adapters.unit_of_work)
 
     def history(
         self, *, since: str | None = None, gpu: str | None = None, limit: int | None = None

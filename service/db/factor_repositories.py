@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -124,13 +125,36 @@ class FactorSetRepository:
         assert ids is not None
         return data, ids
 
+    def prefetch_observations(self, since: datetime | None) -> ObservationRows:
+        """The refit's read made ahead, while a pass pages MLflow: the driver's rows, each
+        led by its reconciliation's row id, so that `observation_arrays` can complete them
+        with what the pass then writes instead of reading everything again."""
+        query = _observation_query(self._dialect, since, with_ids=False, row_ids=True)
+        return ObservationRows(since, _fetch(self._session, query))
+
     def observation_arrays(
-        self, since: datetime | None = None
+        self,
+        since: datetime | None = None,
+        *,
+        ahead: object | None = None,
+        pass_id: int | None = None,
     ) -> tuple[ObservationArrays, tuple[str, str] | None]:
         """The refit's read: the same columns in the same order as `observations` (ties in
         end time in the database's row order), with only the first and the last estimate id
-        (the provenance): reading and holding a million ids would cost a third more."""
-        data, _ = _read(self._session, since, with_ids=False)
+        (the provenance): reading and holding a million ids would cost a third more. With
+        `ahead` (this session's `prefetch_observations`, nothing but pass `pass_id` having
+        written reconciliations since) only that pass's rows are read: its updated rows
+        replace their old copies in place, its new ones follow (so only ties in end time can
+        come in another order than a full read's)."""
+        if (
+            isinstance(ahead, ObservationRows)
+            and pass_id is not None
+            and (ahead.since is None or (since is not None and ahead.since <= since))
+        ):
+            rows = self._completed(ahead, pass_id)
+            data = _build(self._dialect, rows, since, with_ids=False, row_ids=True)[0]
+        else:
+            data, _ = _read(self._session, since, with_ids=False)
         if len(data) == 0:
             return data, None
         ends: list[str] = []
@@ -156,9 +180,38 @@ class FactorSetRepository:
         )
         return self._session.scalar(query) is not None
 
+    def _completed(self, ahead: ObservationRows, pass_id: int) -> list[tuple[Any, ...]]:
+        touched = set(
+            self._session.scalars(
+                select(ReconciliationRow.id).where(ReconciliationRow.pass_id == pass_id)
+            )
+        )
+        if not touched:
+            return ahead.rows
+        query = _observation_query(self._dialect, ahead.since, with_ids=False, row_ids=True)
+        fresh = {
+            row[0]: row for row in _fetch(self._session, query.where(_RECON.pass_id == pass_id))
+        }
+        rows = []
+        for row in ahead.rows:
+            if row[0] not in touched:
+                rows.append(row)
+            elif (replacement := fresh.pop(row[0], None)) is not None:
+                rows.append(replacement)  # an update keeps its place; one no longer read goes
+        rows.extend(fresh[key] for key in sorted(fresh))
+        return rows
+
     @property
     def _dialect(self) -> str:
         return self._session.get_bind().dialect.name
+
+
+@dataclass(frozen=True)
+class ObservationRows:
+    """`prefetch_observations`' result: opaque to the refit, which hands it back."""
+
+    since: datetime | None
+    rows: list[tuple[Any, ...]]
 
 
 # --- reading observations -------------------------------------------------------------------
@@ -182,19 +235,35 @@ def _read(
 ) -> tuple[ObservationArrays, list[str] | None]:
     dialect = session.get_bind().dialect.name
     rows = _fetch(session, _observation_query(dialect, since, with_ids=with_ids))
+    return _build(dialect, rows, None, with_ids=with_ids, row_ids=False)
+
+
+def _build(
+    dialect: str,
+    rows: list[tuple[Any, ...]],
+    since: datetime | None,
+    *,
+    with_ids: bool,
+    row_ids: bool,
+) -> tuple[ObservationArrays, list[str] | None]:
+    """The driver's rows as ObservationArrays (ordered by end time), and the estimate ids
+    in that order when read; `since` drops rows that ended before it."""
     time_type = object if dialect == "sqlite" else np.float64
     fields = [
+        *([("row_id", np.int64)] if row_ids else []),
         *([("estimate_id", object)] if with_ids else []),
         ("segment", object),
         *((name, time_type) for name in _TIMES),
         *((name, np.float64) for name in _FLOATS),
     ]
     table = np.fromiter(rows, dtype=np.dtype(fields), count=len(rows))
-    del rows
     started, ended = (_seconds(table[name]) for name in _TIMES)
     ids = table["estimate_id"] if with_ids else None
     order = _by_end(ended, ids)
-    order = order[(ended > started)[order]]  # a run must end after it starts
+    usable = ended > started  # a run must end after it starts
+    if since is not None:
+        usable &= ended >= since.timestamp()
+    order = order[usable[order]]
     data = _arrays(table, started, ended, order)
     return data, None if ids is None else [ids[i] for i in order.tolist()]
 
@@ -215,13 +284,16 @@ def _conditions(dialect: str, since: datetime | None, *, scan: bool) -> list[Col
     return conditions
 
 
-def _observation_query(dialect: str, since: datetime | None, *, with_ids: bool) -> Select[Any]:
+def _observation_query(
+    dialect: str, since: datetime | None, *, with_ids: bool, row_ids: bool = False
+) -> Select[Any]:
     def moment(column: ColumnElement[datetime]) -> ColumnElement[Any]:
         if dialect == "sqlite":
             return column  # the stored text 'YYYY-MM-DD HH:MM:SS.ffffff', naive UTC
         return func.date_part("epoch", column, type_=Double)  # float8, unlike extract()
 
     return select(
+        *([_RECON.id] if row_ids else []),
         *([_RECON.estimate_id] if with_ids else []),
         _RECON.gpu
         + literal(_SEPARATOR, String)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 from sqlalchemy import Engine, select
 
 from service import estimates
@@ -146,3 +147,31 @@ def test_an_unlink_during_the_scan_is_not_undone_by_the_pass(engine: Engine) -> 
     assert "old" not in links(engine)
     assert stored(engine)[estimate] == ("new", 9 * 3600.0)
     assert stored(engine)[other] == ("x-1,x-2", 19 * 3600.0)
+
+
+def test_the_refits_early_read_completed_by_a_pass_equals_a_full_read(engine: Engine) -> None:
+    """What a pass's refit sees when its read was made as the pass opened (then completed
+    with the pass's own rows) is what a full read after the pass sees: a new estimate
+    added, an updated one (a restart's second segment) in its place."""
+    first, second, third = save(engine), save(engine), save(engine)
+    reconcile(
+        engine, FakeRunSource(runs=[a_run("a-1", first, 60, 50), a_run("b-1", second, 45, 40)])
+    )
+    since = NOW - 400 * 24 * HOUR
+    with SqlUnitOfWork(engine) as uow:
+        ahead = uow.factor_sets.prefetch_observations(since)
+    later = FakeRunSource(
+        runs=[a_run("a-1", first, 60, 50), a_run("a-2", first, 49, 30), a_run("c-1", third, 20, 10)]
+    )
+    outcome = reconcile(engine, later)
+    assert {item.estimate_id for item in outcome.reconciled} == {first, third}
+
+    with SqlUnitOfWork(engine) as uow:
+        completed, ends = uow.factor_sets.observation_arrays(
+            since, ahead=ahead, pass_id=outcome.pass_id
+        )
+        full, full_ends = uow.factor_sets.observation_arrays(since)
+    assert len(full) == 3 and ends == full_ends
+    for name in ("started_at", "ended_at", "effective_utilization", "utilization", "overhead"):
+        assert np.array_equal(getattr(completed, name), getattr(full, name), equal_nan=True), name
+    assert completed.combination().tolist() == full.combination().tolist()
