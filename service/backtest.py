@@ -49,7 +49,8 @@ def backtest(
 
     Targets are predicted exactly as a live estimate would be, through `lookup`: with
     nothing at all before it a target gets the prior; one whose GPU has no earlier runs
-    while other GPUs do gets "*" (the backtest must score what production does).
+    while other GPUs do gets its precision's level across GPUs ("*/precision"), or "*"
+    when that precision has no runs either (the backtest must score what production does).
 
     Each fit leaves out runs more than NEGLIGIBLE_HALF_LIVES half-lives older than its
     newest run (weight below 3e-5). `history_rows` bounds the cost on a big history (the
@@ -78,7 +79,9 @@ class TargetErrors:
     levels: tuple[str, ...]
     sigma_low: FloatArray
     sigma_high: FloatArray
-    keys: tuple[str, ...]  # the factor-set entry used: "gpu/precision", "gpu", "*", "prior"
+    # The factor-set entry used: "gpu/precision[/recompute]", "gpu", "*/precision",
+    # "gpu+*/precision" (the two combined, service.factor_model.combine), "*", "prior".
+    keys: tuple[str, ...]
 
     def residuals(self) -> Residuals:
         """The conformity data service.intervals calibrates ranges on."""

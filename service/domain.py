@@ -268,7 +268,9 @@ class ScanWindow:
 # --- stored predictions --------------------------------------------------------------------
 
 EstimateKind = Literal["computed", "external", "retrospective"]
-FactorSource = Literal["given", "default", "prior", "segment", "gpu", "all", "external"]
+FactorSource = Literal[
+    "given", "default", "prior", "segment", "gpu", "precision", "all", "external"
+]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from service.domain import (
     require_positive,
 )
 
-Level = Literal["segment", "gpu", "all", "prior"]
+Level = Literal["segment", "gpu", "precision", "all", "prior"]
 ALL_KEY = "*"
 PRIOR_KEY = "prior"
 Z90 = 1.2815515655446004  # standard normal 90th percentile: P10/P90 = P50·exp(∓Z90·σ)
@@ -50,6 +50,11 @@ class FitParameters:
     # Spread of a segment's effect around its parent assumed before the data say otherwise
     # (log space), blended with the between-segment variance estimated from the data.
     tau_default: float = 0.2
+    # The same for a precision's effect across GPUs: utilization is counted against each
+    # precision's own peak (fp8's is twice bf16's, fp32's a fraction), so precisions differ
+    # by more than GPUs do at one precision (DeepSeek-V3's fp8 runs reached about half
+    # the MFU that bf16 runs report). Only what the hyperprior is centred on: τ is fitted.
+    precision_tau_default: float = 0.4
     # The same for a gpu/precision/recompute group around its gpu/precision segment: wall
     # time is planned on hardware FLOPs, which already count the recomputation, so a
     # segment's recompute modes differ by little unless the data show more (τ² is still
@@ -72,6 +77,7 @@ class FitParameters:
     def __post_init__(self) -> None:
         require_positive(self.half_life_days, "half_life_days")
         require_positive(self.tau_default, "tau_default")
+        require_positive(self.precision_tau_default, "precision_tau_default")
         require_positive(self.recompute_tau_default, "recompute_tau_default")
         require_positive(self.scale_strength, "scale_strength")
         require_positive(self.prior_sigma, "prior_sigma")
@@ -187,7 +193,8 @@ def raw_factors(key: str, level: Level, factors: Factors, prior: Prior) -> Segme
 
 
 def parent_key(key: str) -> str | None:
-    """The next broader key: gpu/precision/recompute → gpu/precision → gpu → "*" → prior."""
+    """The next broader key: gpu/precision/recompute → gpu/precision → gpu → "*" → prior;
+    a precision's key "*/precision" → "*"."""
     if key == PRIOR_KEY:
         return None
     if key == ALL_KEY:
@@ -197,18 +204,68 @@ def parent_key(key: str) -> str | None:
     return key.rsplit("/", 1)[0]
 
 
+def precision_key(precision: str) -> str:
+    """The key of a precision's level across GPUs (what a GPU without runs borrows)."""
+    return f"{ALL_KEY}/{precision}"
+
+
 def lookup(
     factors: Mapping[str, SegmentFactors], gpu: str, precision: str, recompute: str | None
 ) -> SegmentFactors:
-    """The most specific entry available: gpu/precision/recompute, gpu/precision, gpu, "*",
-    then the prior."""
-    keys = [f"{gpu}/{precision}", gpu, ALL_KEY, PRIOR_KEY]
+    """The most specific entry available: gpu/precision/recompute, gpu/precision; for a
+    combination without runs whose GPU and precision both have runs elsewhere, the GPU's
+    and the precision's effects combined (`combine`); else the GPU's entry (a precision it
+    never ran), the precision's "*/precision" (a GPU without runs), "*", then the prior."""
+    keys = [f"{gpu}/{precision}"]
     if recompute is not None:
         keys.insert(0, f"{gpu}/{precision}/{recompute}")
     for key in keys:
         if key in factors:
             return factors[key]
+    by_gpu, by_precision = factors.get(gpu), factors.get(precision_key(precision))
+    everyone = factors.get(ALL_KEY)
+    if by_gpu is not None and by_precision is not None and everyone is not None:
+        return combine(by_gpu, by_precision, everyone)
+    for key in (gpu, precision_key(precision), ALL_KEY, PRIOR_KEY):
+        if key in factors:
+            return factors[key]
     raise NotFoundError(f"no factors for {gpu}/{precision} and no prior in the factor set")
+
+
+def combine(
+    by_gpu: SegmentFactors, by_precision: SegmentFactors, everyone: SegmentFactors
+) -> SegmentFactors:
+    """A gpu/precision never run, from the fit's additive effects in log space: level +
+    GPU effect + precision effect = GPU entry × precision entry / "*". Its ranges are the
+    wider of the two entries' on each side (never narrower than either parent). If either
+    entry fell back, that entry is used as it is (raw, flagged)."""
+    for entry in (by_gpu, by_precision):
+        if entry.fallback:
+            return entry
+    utilization = by_gpu.utilization * by_precision.utilization / everyone.utilization
+    effective = by_gpu.effective * by_precision.effective / everyone.effective
+    overhead = clamp_overhead(1.0 - effective / utilization)
+    utilization = effective / (1.0 - overhead)  # keeps U·(1−F) = E when clamped
+    u_spread = max(entry.utilization_p90 / entry.utilization for entry in (by_gpu, by_precision))
+    keep_spread = max(
+        (1.0 - entry.overhead_p10) / (1.0 - entry.overhead) for entry in (by_gpu, by_precision)
+    )
+    return replace(
+        by_gpu,
+        segment=f"{by_gpu.segment}+{by_precision.segment}",
+        utilization=utilization,
+        utilization_p10=utilization / u_spread,
+        utilization_p90=utilization * u_spread,
+        overhead=overhead,
+        overhead_p10=clamp_overhead(1.0 - (1.0 - overhead) * keep_spread),
+        overhead_p90=clamp_overhead(1.0 - (1.0 - overhead) / keep_spread),
+        log_sigma=max(by_gpu.log_sigma, by_precision.log_sigma),
+        n=0,
+        n_throughput=0,
+        combined_only=False,
+        log_sigma_low=max(by_gpu.log_sigma_low, by_precision.log_sigma_low),
+        log_sigma_high=max(by_gpu.log_sigma_high, by_precision.log_sigma_high),
+    )
 
 
 def choose(

@@ -4,23 +4,25 @@ overhead f and their model spread out. Pure: numbers in, numbers out; no I/O, no
 Observed. Each run gives the effective utilization e = u·(1−f) (always) and, with
 throughput, u and f. Fitted in log space: log e, log u, log(1−f). Wall time ∝ 1/e.
 
-Levels, broadest first: "*" (around the published prior), gpu, gpu/precision, and
-gpu/precision/recompute (with at least `min_recompute_n` runs).
+Entries. "*" (the level, around the published prior), per GPU, per precision ("*/bf16":
+the precision across GPUs), gpu/precision, and gpu/precision/recompute (with at least
+`min_recompute_n` runs). service.factor_model.lookup says which one a request uses.
 
-Per group and quantity. (1) Recency weights 0.5**(age/half-life), times `change_discount`
+Per segment and quantity. (1) Recency weights 0.5**(age/half-life), times `change_discount`
 for runs before a detected level shift of the gpu/precision segment (service.change).
 (2) A weighted Huber location and robust scale; runs beyond `reject_z` scales are
 stragglers and left out, and the location and scale are taken again without them (a 2.5×
 slow run cannot drag the median or inflate the overhead; its risk is carried by the upper
-tail the intervals are calibrated to, service.intervals). (3) Empirical-Bayes pooling: the
-group's own estimate m has sampling variance v = s̃²/n_eff, with s̃² its scale blended
-with the level's typical scale (`scale_strength` pseudo-runs); segment effects spread
-around their parents with a between-group variance τ² estimated from the level's groups
-(method of moments, blended with `tau_default`² for levels with few groups, and with the
-smaller `recompute_tau_default`² at the recompute level; "*" uses the prior's own σ).
-The pooled location is parent + B·(m − parent), B = τ²/(τ² + v): a segment moves away
-from its parent only as far as its runs warrant. Posterior variance
-V = B·v + (1 − B)²·V_parent; predictive σ = √(s̃² + V).
+tail the intervals are calibrated to, service.intervals). (3) Its sampling variance
+v = s̃²/n_eff, with s̃² its scale blended with the typical segment scale (`scale_strength`
+pseudo-runs). (4) Crossed empirical-Bayes pooling of the segments (service.crossed):
+level + GPU effect + precision effect + segment effect, each effect's spread fitted from
+the data, so a new GPU borrows its precision's level learned across GPUs and a known GPU
+in a new precision borrows both effects. Predictive σ = √(s̃² + posterior variance), the
+broader entries' including the effects they do not know.
+Recompute groups are pooled around their segment as before: B = τ²/(τ² + v), τ² by method
+of moments over the level's groups, blended with the small `recompute_tau_default`²;
+V = B·v + (1 − B)²·V_segment.
 
 Overhead from (1−F) = E/U, clamped to [0, 0.95]; when the clamp binds E is kept and U
 absorbs the difference, so `effective` always equals the fitted E.
@@ -36,6 +38,7 @@ from datetime import datetime
 import numpy as np
 
 from service.change import shift_discount
+from service.crossed import crossed_effects
 from service.factor_model import (
     ALL_KEY,
     NEGLIGIBLE_HALF_LIVES,
@@ -114,7 +117,6 @@ class _Grouping:
     rows: IntArray
     groups: IntArray
     parent: IntArray
-    recompute: bool = False  # the gpu/precision/recompute level (its own τ default)
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,37 +161,117 @@ def fit_weighted(
         _Column.of(np.log1p(-data.overhead), row_weights),
     )
     result = {PRIOR_KEY: prior_factors(prior)}
-    parent = _prior_pooled(prior, params)
-    for grouping in _groupings(data, params.min_recompute_n):
-        tau = prior.log_sigma if grouping.level == "all" else None
-        level_params = params
-        if grouping.recompute:
-            level_params = replace(params, tau_default=params.recompute_tau_default)
-        pooled = _pool(grouping, columns, row_weights.size, level_params, parent, tau)
-        for index, key in enumerate(grouping.keys):
-            result[key] = _segment_factors(key, grouping.level, pooled, index)
-        parent = pooled
+    crossed = _Crossed.of(data)
+    segment_grouping = _Grouping(
+        "segment", crossed.segment_keys, np.arange(len(data), dtype=np.intp), crossed.groups,
+        np.zeros(len(crossed.segment_keys), np.intp),
+    )  # fmt: skip
+    stats = _level_stats(segment_grouping, columns, row_weights.size, params)
+    levels = [_pool_crossed(crossed, stats, prior, params, q) for q in range(3)]
+
+    def pooled(pick: int) -> _Pooled:
+        (e, n), (u, n_u), (keep, _) = (level[pick] for level in levels)
+        return _Pooled(e=e, u=u, keep=keep, n=n, n_u=n_u)
+
+    everyone, by_gpu, by_precision, by_segment = (pooled(i) for i in range(4))
+    result[ALL_KEY] = _segment_factors(ALL_KEY, "all", everyone, 0)
+    for index, key in enumerate(crossed.gpu_keys):
+        result[key] = _segment_factors(key, "gpu", by_gpu, index)
+    for index, key in enumerate(crossed.precision_keys):
+        result[key] = _segment_factors(key, "precision", by_precision, index)
+    for index, key in enumerate(crossed.segment_keys):
+        result[key] = _segment_factors(key, "segment", by_segment, index)
+    recompute = _recompute_grouping(data, crossed.groups, params.min_recompute_n)
+    level_params = replace(params, tau_default=params.recompute_tau_default)
+    below = _pool(recompute, columns, row_weights.size, level_params, by_segment)
+    for index, key in enumerate(recompute.keys):
+        result[key] = _segment_factors(key, "segment", below, index)
     return floor_thin(result, params.thin_n)
 
 
-def _groupings(data: ObservationArrays, min_recompute_n: int) -> list[_Grouping]:
-    """The levels from broadest to most specific, so each one's parent is fitted first."""
-    everyone = np.arange(len(data), dtype=np.intp)
-    one = np.zeros(1, dtype=np.intp)
-    gpu_codes, gpu_groups = np.unique(data.gpu, return_inverse=True)
-    gpu_keys = tuple(data.gpu_names[c] for c in gpu_codes)
-    n_precisions = len(data.precision_names)
-    seg_codes, seg_groups = np.unique(data.gpu * n_precisions + data.precision, return_inverse=True)
-    seg_keys = tuple(
-        f"{data.gpu_names[c // n_precisions]}/{data.precision_names[c % n_precisions]}"
-        for c in seg_codes
+@dataclass(frozen=True, eq=False)
+class _Crossed:
+    """The gpu/precision segments present, each segment's row group, and its GPU and
+    precision among those present."""
+
+    groups: IntArray  # per row: its segment
+    segment_keys: tuple[str, ...]
+    gpu_of: IntArray  # per segment
+    precision_of: IntArray
+    gpu_keys: tuple[str, ...]
+    precision_keys: tuple[str, ...]  # "*/precision"
+
+    @classmethod
+    def of(cls, data: ObservationArrays) -> _Crossed:
+        n_precisions = len(data.precision_names)
+        codes, groups = np.unique(data.gpu * n_precisions + data.precision, return_inverse=True)
+        gpus, gpu_of = np.unique(codes // n_precisions, return_inverse=True)
+        precisions, precision_of = np.unique(codes % n_precisions, return_inverse=True)
+        return cls(
+            groups=groups.astype(np.intp),
+            segment_keys=tuple(
+                f"{data.gpu_names[c // n_precisions]}/{data.precision_names[c % n_precisions]}"
+                for c in codes.tolist()
+            ),
+            gpu_of=gpu_of.astype(np.intp),
+            precision_of=precision_of.astype(np.intp),
+            gpu_keys=tuple(data.gpu_names[c] for c in gpus.tolist()),
+            precision_keys=tuple(f"{ALL_KEY}/{data.precision_names[c]}" for c in precisions),
+        )
+
+
+def _pool_crossed(
+    crossed: _Crossed,
+    stats: tuple[GroupStats, GroupStats, GroupStats],
+    prior: Prior,
+    params: FitParameters,
+    quantity: int,
+) -> tuple[tuple[_Posterior, IntArray], ...]:
+    """One quantity's posteriors and run counts for "*", per GPU, per precision and per
+    segment (service.crossed). The broader entries' σ is the typical within-segment scale
+    with their predictive variance (the effects they do not know included)."""
+    mine = stats[quantity]
+    log_u, log_keep = math.log(prior.utilization), math.log1p(-prior.overhead)
+    prior_location = (log_u + log_keep, log_u, log_keep)[quantity]
+    n_eff = mine.weight
+    present = n_eff > 0
+    typical = _typical(mine) or params.prior_sigma
+    k = params.scale_strength
+    scale2 = np.where(present, (n_eff * mine.scale**2 + k * typical**2) / (n_eff + k), typical**2)
+    v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
+    n_gpus, n_precisions = len(crossed.gpu_keys), len(crossed.precision_keys)
+    effects = crossed_effects(
+        np.where(present, mine.location, 0.0), v, crossed.gpu_of, crossed.precision_of,
+        n_gpus, n_precisions, prior_location, prior.log_sigma**2, params.tau_default,
+        params.precision_tau_default,
+    )  # fmt: skip
+    count = mine.count
+
+    def broad(location: FloatArray, predictive: FloatArray) -> _Posterior:
+        scale = np.full(location.size, typical)
+        return _Posterior(location, predictive, scale, np.sqrt(typical**2 + predictive))
+
+    segment = _Posterior(
+        effects.segment,
+        effects.segment_variance,
+        np.sqrt(scale2),
+        np.sqrt(scale2 + effects.segment_variance),
     )
-    return [
-        _Grouping("all", (ALL_KEY,), everyone, np.zeros(len(data), dtype=np.intp), one),
-        _Grouping("gpu", gpu_keys, everyone, gpu_groups, np.zeros(len(gpu_keys), np.intp)),
-        _Grouping("segment", seg_keys, everyone, seg_groups, _parents(seg_groups, gpu_groups)),
-        _recompute_grouping(data, seg_groups, min_recompute_n),
-    ]
+    return (
+        (
+            broad(np.array([effects.level]), np.array([effects.level_predictive])),
+            np.array([int(count.sum())], dtype=np.intp),
+        ),
+        (
+            broad(effects.gpu, effects.gpu_predictive),
+            np.bincount(crossed.gpu_of, count, n_gpus).astype(np.intp),
+        ),
+        (
+            broad(effects.precision, effects.precision_predictive),
+            np.bincount(crossed.precision_of, count, n_precisions).astype(np.intp),
+        ),
+        (segment, count.astype(np.intp)),
+    )
 
 
 def _recompute_grouping(
@@ -207,7 +289,7 @@ def _recompute_grouping(
     keys = tuple("/".join(map(str, data.names_of(c))) for c in combos[kept].tolist())
     kept_groups = renumber[groups[kept[groups]]].astype(np.intp)
     parents = _parents(kept_groups, seg_groups[rows])
-    return _Grouping("segment", keys, rows, kept_groups, parents, recompute=True)
+    return _Grouping("segment", keys, rows, kept_groups, parents)
 
 
 def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:
@@ -217,22 +299,20 @@ def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:
     return parent
 
 
-def _pool(
+def _level_stats(
     grouping: _Grouping,
     columns: tuple[_Column, _Column, _Column],
     n_rows: int,
     params: FitParameters,
-    parent: _Pooled,
-    tau: float | None,
-) -> _Pooled:
-    """Fit one level's groups and pool each with its parent group's posterior."""
+) -> tuple[GroupStats, GroupStats, GroupStats]:
+    """One level's robust statistics per group, for each quantity (stragglers left out)."""
     n_groups = len(grouping.keys)
     everyone = grouping.rows.size == n_rows
     code_type = np.int16 if n_groups < 2**15 else np.intp
     group_of: CodeArray = np.full(n_rows, -1, dtype=code_type)
     group_of[grouping.rows] = grouping.groups
 
-    def posterior(column: _Column, parent_posterior: _Posterior) -> tuple[_Posterior, IntArray]:
+    def one(column: _Column) -> GroupStats:
         values, column_weights = column.values, column.weights
         groups: CodeArray
         if n_groups == 1 and everyone:
@@ -243,14 +323,25 @@ def _pool(
             taking_part = groups >= 0
             values, column_weights = values[taking_part], column_weights[taking_part]
             groups = groups[taking_part]
-        stats = _clean_stats(values, column_weights, groups, n_groups, params)
-        above = parent_posterior.at(grouping.parent)
-        return _empirical_bayes(stats, above, params, tau), stats.count
+        return _clean_stats(values, column_weights, groups, n_groups, params)
 
-    e, n = posterior(columns[0], parent.e)
-    u, n_u = posterior(columns[1], parent.u)
-    keep, _ = posterior(columns[2], parent.keep)
-    return _Pooled(e=e, u=u, keep=keep, n=n, n_u=n_u)
+    return one(columns[0]), one(columns[1]), one(columns[2])
+
+
+def _pool(
+    grouping: _Grouping,
+    columns: tuple[_Column, _Column, _Column],
+    n_rows: int,
+    params: FitParameters,
+    parent: _Pooled,
+) -> _Pooled:
+    """Fit one level's groups and pool each with its parent group's posterior."""
+    stats = _level_stats(grouping, columns, n_rows, params)
+    e, u, keep = (
+        _empirical_bayes(s, p.at(grouping.parent), params)
+        for s, p in zip(stats, (parent.e, parent.u, parent.keep), strict=True)
+    )
+    return _Pooled(e=e, u=u, keep=keep, n=stats[0].count, n_u=stats[1].count)
 
 
 def _clean_stats(
@@ -281,9 +372,7 @@ def _typical(stats: GroupStats, min_count: int = 3) -> float:
     return float(np.median(chosen)) if chosen.size else 0.0
 
 
-def _empirical_bayes(
-    stats: GroupStats, parent: _Posterior, params: FitParameters, tau: float | None
-) -> _Posterior:
+def _empirical_bayes(stats: GroupStats, parent: _Posterior, params: FitParameters) -> _Posterior:
     n_eff = stats.weight
     if n_eff.size == 0:
         nothing = np.empty(0)
@@ -293,7 +382,7 @@ def _empirical_bayes(
     k = params.scale_strength
     scale2 = np.where(present, (n_eff * stats.scale**2 + k * typical**2) / (n_eff + k), typical**2)
     v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
-    tau2 = tau**2 if tau is not None else _between_variance(stats, parent, v, present, params)
+    tau2 = _between_variance(stats, parent, v, present, params)
     shrink = np.where(present, tau2 / (tau2 + np.where(present, v, 1.0)), 0.0)
     location = parent.location + shrink * (np.where(present, stats.location, 0.0) - parent.location)
     own_variance = np.where(present, tau2 * v / (tau2 + np.where(present, v, 1.0)), tau2)
@@ -323,28 +412,6 @@ def _between_variance(
         groups + _TAU_DEFAULT_WEIGHT
     )
     return max(blended, _TAU_FLOOR**2)
-
-
-def _prior_pooled(prior: Prior, params: FitParameters) -> _Pooled:
-    def one(location: float) -> _Posterior:
-        # The prior's location is known only to its own σ, and an organisation's runs
-        # scatter by about `prior_sigma` around their level.
-        sigma = params.prior_sigma
-        return _Posterior(
-            np.array([location]),
-            np.array([prior.log_sigma**2]),
-            np.array([sigma]),
-            np.array([math.hypot(sigma, prior.log_sigma)]),
-        )
-
-    log_u = math.log(prior.utilization)
-    return _Pooled(
-        e=one(log_u + math.log1p(-prior.overhead)),
-        u=one(log_u),
-        keep=one(math.log1p(-prior.overhead)),
-        n=np.zeros(1, dtype=np.intp),
-        n_u=np.zeros(1, dtype=np.intp),
-    )
 
 
 def _segment_factors(key: str, level: Level, pooled: _Pooled, i: int) -> SegmentFactors:

@@ -9,7 +9,8 @@ typed, so the gate scores raw with the defaults, which is what an uncalibrated e
 uses unless told otherwise.
 
 Per segment. Every key of the candidate below "*" is judged on its backtest targets (those
-whose gpu, gpu/precision or gpu/precision/recompute is the key), on this evidence
+whose gpu, "*/precision", gpu/precision or gpu/precision/recompute is the key), on this
+evidence
 (`segment_evidence`):
 - "own": with at least FALLBACK_MIN_TARGETS targets predicted from the key's own entry (or
   one below it), only those. A target predicted before the key had runs of its own came
@@ -59,6 +60,7 @@ from service.factor_model import (
     Prior,
     SegmentFactors,
     lookup,
+    precision_key,
     raw_factors,
 )
 from service.intervals import calibrate, multipliers
@@ -192,13 +194,14 @@ def _calibrated_inside(detail: TargetErrors) -> BoolArray:
 
 
 def target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
-    """Per target, the keys it belongs to below "*": gpu, gpu/precision[, /recompute]."""
+    """Per target, the keys it belongs to below "*": gpu, "*/precision",
+    gpu/precision[, /recompute]."""
     result: list[tuple[str, ...]] = []
     for row in range(len(targets)):
         gpu = targets.gpu_names[int(targets.gpu[row])]
         precision = targets.precision_names[int(targets.precision[row])]
         recompute = targets.recompute_names[int(targets.recompute[row])]
-        keys: tuple[str, ...] = (gpu, f"{gpu}/{precision}")
+        keys: tuple[str, ...] = (gpu, precision_key(precision), f"{gpu}/{precision}")
         if recompute is not None:
             keys = (*keys, f"{gpu}/{precision}/{recompute}")
         result.append(keys)

@@ -25,7 +25,7 @@ from service.ports import UnitOfWork
 
 log = logging.getLogger(__name__)
 
-METHOD = "eb-pooled-shift-straggler-conformal-v2"
+METHOD = "eb-crossed-shift-straggler-conformal-v3"
 BACKTEST_TARGETS = 2000
 # The gate's backtest fits at most this many rows in all (a bigger history gets fewer
 # buckets and, beyond one bucket's share, a recency-weighted sample): bounded cost.

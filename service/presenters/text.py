@@ -266,7 +266,7 @@ def factors_text(answer: FactorsAnswer) -> str:
             f"{_pct(document['backtest_score'])} vs {_pct(document['baseline_score'])}"
         ]
     lines.append(
-        f"{'segment':<26} {'level':<8} {'utilization (P10-P90)':<24} "
+        f"{'segment':<26} {'level':<9} {'utilization (P10-P90)':<24} "
         f"{'overhead (P10-P90)':<22} {'n':>5}"
     )
     for item in document["segments"]:
@@ -277,7 +277,7 @@ def factors_text(answer: FactorsAnswer) -> str:
         overhead = f"{item['overhead']:.1%} ({item['overhead_p10']:.0%}-{item['overhead_p90']:.0%})"
         note = " combined only" if item["combined_only"] else ""
         lines.append(
-            f"{item['segment']:<26} {item['level']:<8} {utilization:<24} {overhead:<22} "
+            f"{item['segment']:<26} {item['level']:<9} {utilization:<24} {overhead:<22} "
             f"{item['n']:>5}{note}"
         )
     return "\n".join(lines)

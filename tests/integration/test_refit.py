@@ -109,18 +109,24 @@ def test_without_any_factor_set_calibration_uses_the_wide_prior(
     assert main(["estimate", *args, "--factor-set", "7"]) == 3
 
 
-def test_a_gpu_without_its_own_runs_falls_back_to_all_hardware(
+def test_a_gpu_without_its_own_runs_borrows_its_precisions_level_across_gpus(
     engine: Engine, database_url: str
 ) -> None:
     simulate(engine, [A100, H100], 10)
     app = app_for(database_url)
     app.refit()
     inputs = parse_inputs({**SEED_INPUTS, "gpu": "mi300x", "utilization": None})
-    answer = app.estimate(inputs, calibrated=True).calibrated
+    same_precision = app.estimate(inputs, calibrated=True).calibrated
+    new_precision = app.estimate(
+        parse_inputs({**SEED_INPUTS, "gpu": "mi300x", "precision": "fp8", "utilization": None}),
+        calibrated=True,
+    ).calibrated
     app.close()
-    assert answer is not None
-    assert answer.factors.level == "all" and answer.factors.segment == "*"
-    assert answer.factor_set == 1
+    assert same_precision is not None and new_precision is not None
+    assert same_precision.factors.level == "precision"
+    assert same_precision.factors.segment == f"*/{A100.precision}"
+    assert new_precision.factors.level == "all" and new_precision.factors.segment == "*"
+    assert same_precision.factor_set == 1
 
 
 def test_accuracy_shows_calibration_beating_the_raw_u_0_4_plans(

@@ -246,14 +246,15 @@ def test_observation_times_must_be_timezone_aware() -> None:
 # --- using a factor set ---------------------------------------------------------------------
 
 
-def test_lookup_falls_back_from_segment_to_gpu_to_all_to_prior() -> None:
+def test_lookup_falls_back_from_segment_to_gpu_or_precision_to_all_to_prior() -> None:
     factors = fit([a_run(day=d) for d in range(6)], PRIOR)
 
     assert lookup(factors, "a100-80gb", "bf16", "full").segment == "a100-80gb/bf16/full"
     assert lookup(factors, "a100-80gb", "bf16", "none").segment == "a100-80gb/bf16"
     assert lookup(factors, "a100-80gb", "bf16", None).segment == "a100-80gb/bf16"
     assert lookup(factors, "a100-80gb", "fp8", "full").level == "gpu"
-    assert lookup(factors, "b200", "bf16", "full").level == "all"
+    assert lookup(factors, "b200", "bf16", "full").segment == "*/bf16"
+    assert lookup(factors, "b200", "fp8", "full").level == "all"
     assert lookup({"prior": prior_factors(PRIOR)}, "b200", "bf16", "full").level == "prior"
 
 
