@@ -106,7 +106,7 @@ class MlflowRunRow(Base):
     profile: Mapped[str | None] = mapped_column(String(64))  # logging profile detected
     compute_seconds: Mapped[float | None] = mapped_column(Double)  # from the profile
     seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
+    pass_id: Mapped[int | None] = mapped_column(Integer)  # the pass that wrote it (no FK: 0009)
 
 
 class _ReconciliationColumns:
@@ -145,7 +145,7 @@ class ReconciliationRow(_ReconciliationColumns, Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     estimate_id: Mapped[str] = mapped_column(ForeignKey("estimate.id"), unique=True)
     ended_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
-    pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
+    pass_id: Mapped[int | None] = mapped_column(Integer)  # the pass that wrote it (no FK: 0009)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
@@ -262,7 +262,7 @@ class StagedRunRow(Base):
 
     __tablename__ = "staged_run"
 
-    pass_id: Mapped[int] = mapped_column(ForeignKey("reconcile_pass.id"), primary_key=True)
+    pass_id: Mapped[int] = mapped_column(Integer, primary_key=True)  # no FK (0009)
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     experiment_id: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))
@@ -284,7 +284,7 @@ class StagedReconciliationRow(_ReconciliationColumns, Base):
 
     __tablename__ = "staged_reconciliation"
 
-    pass_id: Mapped[int] = mapped_column(ForeignKey("reconcile_pass.id"), primary_key=True)
+    pass_id: Mapped[int] = mapped_column(Integer, primary_key=True)  # no FK (0009)
     estimate_id: Mapped[str] = mapped_column(String(32), primary_key=True)
 
 
