@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeVar
 
-from service import comparison, write_back
+from service import collector, comparison, write_back
 from service.domain import (
     ConflictError,
     ObservedRun,
@@ -132,7 +132,8 @@ def run_pass(
         log.info(outcome.summary)
         return outcome
     try:
-        return _locked_pass(uow, source, lock, clock, options, refit, on_progress)
+        with collector.paused():
+            return _locked_pass(uow, source, lock, clock, options, refit, on_progress)
     finally:
         lock.release()
 
