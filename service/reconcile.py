@@ -266,9 +266,15 @@ def _close(
         uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
         # The staged rows stay until the next pass opens (it clears all staging in its first
         # transaction, while MLflow serves its first page): not deleted on the way out.
-        finished = dataclasses.replace(record, ended_at=clock.now())
         uow.passes.finish(
-            _with_counts(finished, "succeeded", len(reconciled), len(skipped), factor_set)
+            dataclasses.replace(
+                record,
+                ended_at=clock.now(),
+                status="succeeded",
+                reconciled=len(reconciled),
+                skipped=len(skipped),
+                factor_set_version=factor_set,
+            )
         )
         uow.commit()
     return _Closed(reconciled, skipped, factor_set, missed)
@@ -516,29 +522,13 @@ def _record(
     )
 
 
-def _with_counts(
-    record: PassRecord, status: str, reconciled: int, skipped: int, factor_set: int | None
-) -> PassRecord:
-    return PassRecord(
-        **{
-            **record.__dict__,
-            "status": status,
-            "reconciled": reconciled,
-            "skipped": skipped,
-            "factor_set_version": factor_set,
-        }
-    )
-
-
 def _mark_failed(uow: UnitOfWork, record: PassRecord, message: str) -> None:
     """Best effort: if the database itself is what failed, the row stays 'running' and the
     next pass's staging cleanup and watermark make up for it."""
     try:
         with uow:
             uow.staging.clear(record.id)
-            uow.passes.finish(
-                PassRecord(**{**record.__dict__, "status": "failed", "error": message[:2000]})
-            )
+            uow.passes.finish(dataclasses.replace(record, status="failed", error=message[:2000]))
             uow.commit()
     except Exception:
         log.exception("could not mark reconcile pass %s failed", record.id)

@@ -130,7 +130,10 @@ class FactorSetRepository:
         led by its reconciliation's row id, so that `observation_arrays` can complete them
         with what the pass then writes instead of reading everything again."""
         query = _observation_query(self._dialect, since, with_ids=False, row_ids=True)
-        return ObservationRows(since, _fetch(self._session, query))
+        rows = _fetch(self._session, query)
+        return ObservationRows(
+            since, rows, np.fromiter((row[0] for row in rows), np.int64, len(rows))
+        )
 
     def observation_arrays(
         self,
@@ -181,7 +184,7 @@ class FactorSetRepository:
         return self._session.scalar(query) is not None
 
     def _completed(self, ahead: ObservationRows, pass_id: int) -> list[tuple[Any, ...]]:
-        touched = set(
+        touched = list(
             self._session.scalars(
                 select(ReconciliationRow.id).where(ReconciliationRow.pass_id == pass_id)
             )
@@ -192,14 +195,19 @@ class FactorSetRepository:
         fresh = {
             row[0]: row for row in _fetch(self._session, query.where(_RECON.pass_id == pass_id))
         }
-        rows = []
-        for row in ahead.rows:
-            if row[0] not in touched:
-                rows.append(row)
-            elif (replacement := fresh.pop(row[0], None)) is not None:
-                rows.append(replacement)  # an update keeps its place; one no longer read goes
-        rows.extend(fresh[key] for key in sorted(fresh))
-        return rows
+        rows = list(ahead.rows)
+        gone: list[int] = []
+        # Only the pass's own rows are looked at one by one (found in C among the others):
+        # an update keeps its place, one no longer read goes, new ones follow.
+        for position in np.flatnonzero(np.isin(ahead.row_ids, touched)).tolist():
+            replacement = fresh.pop(rows[position][0], None)
+            if replacement is None:
+                gone.append(position)
+            else:
+                rows[position] = replacement
+        for position in reversed(gone):
+            del rows[position]
+        return rows + [fresh[key] for key in sorted(fresh)]
 
     @property
     def _dialect(self) -> str:
@@ -212,6 +220,7 @@ class ObservationRows:
 
     since: datetime | None
     rows: list[tuple[Any, ...]]
+    row_ids: IntArray  # each row's reconciliation id, in the same order
 
 
 # --- reading observations -------------------------------------------------------------------

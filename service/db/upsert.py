@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, String, Table, any_, bindparam, delete
+from sqlalchemy import Select, Table, delete
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import DeclarativeBase, Session
+
+from service.db.sets import among
 
 
 def upsert(
@@ -21,21 +22,10 @@ def upsert(
 ) -> None:
     if not rows:
         return
-    table = model.__table__
-    assert isinstance(table, Table)
     # PostgreSQL refuses one statement that touches a row twice: the last copy wins.
     rows = list({tuple(row[key] for key in keys): row for row in rows}.values())
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(table)
-    if update:
-        statement = statement.on_conflict_do_update(
-            index_elements=list(keys), set_={name: statement.excluded[name] for name in update}
-        )
-    else:
-        statement = statement.on_conflict_do_nothing(index_elements=list(keys))
     # executemany: one cached statement, batched by SQLAlchemy's insertmanyvalues.
-    session.execute(statement, rows)
+    session.execute(_on_conflict(session, _table(model), None, keys, update), rows)
 
 
 def upsert_from(
@@ -50,18 +40,7 @@ def upsert_from(
     many rows (the pass's final copy out of its staging tables). `rows` must select unique
     keys (PostgreSQL refuses a statement that touches a row twice) and have a WHERE clause
     (SQLite's parser needs one before ON CONFLICT)."""
-    table = model.__table__
-    assert isinstance(table, Table)
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(table).from_select(list(columns), rows)
-    if update:
-        statement = statement.on_conflict_do_update(
-            index_elements=list(keys), set_={name: statement.excluded[name] for name in update}
-        )
-    else:
-        statement = statement.on_conflict_do_nothing(index_elements=list(keys))
-    session.execute(statement)
+    session.execute(_on_conflict(session, _table(model), (columns, rows), keys, update))
 
 
 def replace_staged(
@@ -77,8 +56,7 @@ def replace_staged(
     loop in C, so there it is the plain upsert."""
     if not rows:
         return
-    table = model.__table__
-    assert isinstance(table, Table)
+    table = _table(model)
     if session.get_bind().dialect.name != "postgresql":
         fields = [column.name for column in table.columns if column.name not in ("pass_id", key)]
         upsert(session, model, rows, ["pass_id", key], fields)
@@ -86,8 +64,7 @@ def replace_staged(
     latest = list({row[key]: row for row in rows}.values())
     session.execute(
         delete(table).where(
-            table.c.pass_id == pass_id,
-            table.c[key] == any_(bindparam(None, [row[key] for row in latest], ARRAY(String()))),
+            table.c.pass_id == pass_id, among(session, table.c[key], [row[key] for row in latest])
         )
     )
     columns = [column.name for column in table.columns]
@@ -98,3 +75,30 @@ def replace_staged(
         with cursor.copy(statement) as copy:
             for row in latest:
                 copy.write_row([row[name] for name in columns])
+
+
+def _table(model: type[DeclarativeBase]) -> Table:
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+def _on_conflict(
+    session: Session,
+    table: Table,
+    source: tuple[Sequence[str], Select[Any]] | None,
+    keys: Sequence[str],
+    update: Sequence[str],
+) -> Any:
+    """The dialect's INSERT (of VALUES, or of `source`'s SELECT into its columns) that
+    updates `update` on a key conflict, or skips the row when `update` is empty."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(table)
+    if source is not None:
+        statement = statement.from_select(list(source[0]), source[1])
+    if not update:
+        return statement.on_conflict_do_nothing(index_elements=list(keys))
+    return statement.on_conflict_do_update(
+        index_elements=list(keys), set_={name: statement.excluded[name] for name in update}
+    )
