@@ -111,11 +111,12 @@ def current_method(
 ) -> tuple[Segments, bool]:
     data = ObservationArrays.from_observations(history)
     fitted = fit.fit(data, prior, params, as_of=now)
+    created = None if active_created is None else active_created.timestamp()
     detail = backtest.backtest_targets(
         data, None, prior, params,
         max_targets=BACKTEST_TARGETS, by_start=True, history_rows=BACKTEST_HISTORY_ROWS,
+        split_at=created,
     )  # fmt: skip
-    created = None if active_created is None else active_created.timestamp()
     verdict = gate.assess(data, fitted, detail, prior, params, active, created)
     return verdict.segments, verdict.activate
 

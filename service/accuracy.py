@@ -138,6 +138,13 @@ def _why_not_fallen_back(seen: gate.Evidence) -> str:
     if seen.worse:
         return "worse than raw; not fallen back yet: the next refit falls it back"
     window = "its own runs" if seen.basis == "own" else "the runs in the refit's window"
+    if seen.looks_worse:
+        return (
+            f"worse than raw; not fallen back: on {window} ({seen.n}) calibrated is worse "
+            f"({100 * (seen.calibrated or 0):.1f}% vs {100 * (seen.raw or 0):.1f}%) within "
+            f"noise (worse in {100 * (seen.worse_share or 0):.0f}% of resamples, the gate "
+            f"needs {100 * gate.WORSE_CONFIDENCE:.0f}%)"
+        )
     return (
         f"worse than raw over its whole history; not fallen back: on {window} ({seen.n}) "
         f"calibrated beats raw ({100 * (seen.calibrated or 0):.1f}% vs "

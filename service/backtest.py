@@ -99,8 +99,12 @@ def backtest_targets(
     by_start: bool = False,
     history_rows: int | None = None,
     seed: int = 0,
+    split_at: float | None = None,
 ) -> TargetErrors:
-    """The backtest's per-target detail (see `backtest`), for accuracy tables by group."""
+    """The backtest's per-target detail (see `backtest`), for accuracy tables by group.
+    With `split_at` (epoch seconds: the active set's creation, service.gate) no bucket
+    holds targets started both before and after it, so those started after are each
+    predicted from at least what had ended when the active set was made."""
     require_positive(buckets, "buckets")
     if history_rows is not None:
         require_positive(history_rows, "history_rows")
@@ -124,7 +128,7 @@ def backtest_targets(
     keys: list[str] = []
     lows: list[FloatArray] = []
     highs: list[FloatArray] = []
-    for bucket in np.array_split(chosen, n_buckets):
+    for bucket in _buckets(chosen, n_buckets, data.started_at, split_at):
         cutoff = float(data.started_at[bucket].min())
         history = np.flatnonzero(data.ended_at < cutoff)
         factors = _history_fit(data, history, prior, params, share, sampler)
@@ -145,6 +149,22 @@ def backtest_targets(
         np.concatenate(highs),
         tuple(keys),
     )
+
+
+def _buckets(
+    chosen: IntArray, n_buckets: int, started_at: FloatArray, split_at: float | None
+) -> list[IntArray]:
+    """`chosen` (in start order) cut into `n_buckets` runs of start time; with `split_at`,
+    the targets started after it are never in a bucket with earlier ones."""
+    if split_at is None:
+        return list(np.array_split(chosen, n_buckets))
+    late_from = int(np.searchsorted(started_at[chosen], split_at, side="right"))
+    early, late = chosen[:late_from], chosen[late_from:]
+    if early.size == 0 or late.size == 0:
+        return list(np.array_split(chosen, n_buckets))
+    n_late = min(late.size, max(1, round(n_buckets * late.size / chosen.size)))
+    n_early = min(early.size, max(1, n_buckets - n_late))
+    return [*np.array_split(early, n_early), *np.array_split(late, n_late)]
 
 
 def _inclusion_threshold(weights: FloatArray, size: int) -> float:

@@ -65,6 +65,10 @@ class FitParameters:
     scale_strength: float = 3.0
     prior_sigma: float = 0.2  # within-segment σ0 (log space) when a level has no spread yet
     min_recompute_n: int = 5
+    # gpu/precision/recompute entries exist only when the recompute groups' log e differs
+    # from their segments' beyond noise (Cochran's Q at this level, service.fit): without a
+    # real difference, fitting each mode on its share of the runs only adds noise.
+    heterogeneity_alpha: float = 0.01
     huber_c: float = 1.345  # in robust scale units (95% efficiency under normal noise)
     # Runs farther than this many robust scales from their group's location are treated as
     # stragglers: left out of the location and scale, carried by the calibrated upper tail.
@@ -83,6 +87,8 @@ class FitParameters:
         require_positive(self.prior_sigma, "prior_sigma")
         require_positive(self.huber_c, "huber_c")
         require_positive(self.min_recompute_n, "min_recompute_n")
+        if not 0.0 < self.heterogeneity_alpha < 1.0:
+            raise ValueError("heterogeneity_alpha must be between 0 and 1")
         require_positive(self.reject_z, "reject_z")
         require_positive(self.change_z, "change_z")
         require_positive(self.change_discount, "change_discount")

@@ -22,7 +22,9 @@ in a new precision borrows both effects. Predictive σ = √(s̃² + posterior v
 broader entries' including the effects they do not know.
 Recompute groups are pooled around their segment as before: B = τ²/(τ² + v), τ² by method
 of moments over the level's groups, blended with the small `recompute_tau_default`²;
-V = B·v + (1 − B)²·V_segment.
+V = B·v + (1 − B)²·V_segment. They get entries only when their log e differs from their
+segments' beyond noise (Cochran's Q at `heterogeneity_alpha`): on the synthetic
+organisations, where the modes do not differ, the level cost 0.04 of the ratio to the oracle.
 
 Overhead from (1−F) = E/U, clamped to [0, 0.95]; when the clamp binds E is kept and U
 absorbs the difference, so `effective` always equals the fitted E.
@@ -34,6 +36,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from statistics import NormalDist
 
 import numpy as np
 
@@ -58,7 +61,8 @@ from service.units import SECONDS_PER_DAY
 
 _MIN_SCALE = 0.01  # log space: a group of identical runs still rejects nothing close
 _TAU_FLOOR = 0.02
-_TAU_DEFAULT_WEIGHT = 2.0  # groups' worth of `tau_default` blended into τ²
+_TAU_DEFAULT_WEIGHT = 2.0
+_DIFFER_Z_CAP = 3.0  # groups' worth of `tau_default` blended into τ²
 
 
 def fit(
@@ -183,9 +187,10 @@ def fit_weighted(
         result[key] = _segment_factors(key, "segment", by_segment, index)
     recompute = _recompute_grouping(data, crossed.groups, params.min_recompute_n)
     level_params = replace(params, tau_default=params.recompute_tau_default)
-    below = _pool(recompute, columns, row_weights.size, level_params, by_segment)
-    for index, key in enumerate(recompute.keys):
-        result[key] = _segment_factors(key, "segment", below, index)
+    below = _pool(recompute, columns, row_weights.size, level_params, by_segment, stats[0])
+    if below is not None:
+        for index, key in enumerate(recompute.keys):
+            result[key] = _segment_factors(key, "segment", below, index)
     return floor_thin(result, params.thin_n)
 
 
@@ -334,9 +339,15 @@ def _pool(
     n_rows: int,
     params: FitParameters,
     parent: _Pooled,
-) -> _Pooled:
-    """Fit one level's groups and pool each with its parent group's posterior."""
+    reference: GroupStats,
+) -> _Pooled | None:
+    """Fit one level's groups and pool each with its parent group's posterior; None when
+    the groups' log e does not differ from their parents' own (`reference`) beyond noise
+    (`_differ`): the level then adds nothing but the noise of fitting each group on part of
+    the runs."""
     stats = _level_stats(grouping, columns, n_rows, params)
+    if not _differ(stats[0], grouping.parent, reference, params):
+        return None
     e, u, keep = (
         _empirical_bayes(s, p.at(grouping.parent), params)
         for s, p in zip(stats, (parent.e, parent.u, parent.keep), strict=True)
@@ -372,16 +383,52 @@ def _typical(stats: GroupStats, min_count: int = 3) -> float:
     return float(np.median(chosen)) if chosen.size else 0.0
 
 
-def _empirical_bayes(stats: GroupStats, parent: _Posterior, params: FitParameters) -> _Posterior:
+def _sampling_variance(
+    stats: GroupStats, parent: _Posterior, params: FitParameters
+) -> tuple[BoolArray, FloatArray, FloatArray]:
+    """Per group: whether it has weight, its scale² blended with the level's typical one
+    (`scale_strength` pseudo-runs), and its location's sampling variance s̃²/n_eff."""
     n_eff = stats.weight
-    if n_eff.size == 0:
-        nothing = np.empty(0)
-        return _Posterior(nothing, nothing, nothing, nothing)
     present = n_eff > 0
     typical = _typical(stats) or float(np.median(parent.scale))
     k = params.scale_strength
     scale2 = np.where(present, (n_eff * stats.scale**2 + k * typical**2) / (n_eff + k), typical**2)
     v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
+    return present, scale2, v
+
+
+def _differ(
+    stats: GroupStats, parent_of: IntArray, reference: GroupStats, params: FitParameters
+) -> bool:
+    """Cochran's Q test of the groups (with 2+ runs) against their parent's own statistics
+    (`reference`, before the parent was pooled): Q = Σ (x − x_parent)²·n_eff/s_parent²
+    above the χ² quantile at 1 − `heterogeneity_alpha` with groups − parents degrees of
+    freedom (at least one; Wilson–Hilferty approximation). Under "no difference" a group's
+    runs share the parent's spread, so the parent's scale is the one to test with: a
+    group's own robust scale over a few recency-weighted runs can be a fraction of it, and
+    with it (or against the parent's pooled location) the test fired on a third of the
+    nights of the synthetic organisations, where no mode differs. Each group counts at
+    most `_DIFFER_Z_CAP` scales: a group holding several stragglers of a few runs can sit
+    tens of scales off, and must not alone make the modes differ."""
+    used = np.flatnonzero((stats.weight > 0) & (stats.count >= 2))
+    if used.size == 0:
+        return False
+    owner = parent_of[used]
+    scale2 = np.maximum(reference.scale[owner], _MIN_SCALE) ** 2
+    deviation2 = (stats.location[used] - reference.location[owner]) ** 2
+    z2 = np.minimum(deviation2 * stats.weight[used] / scale2, _DIFFER_Z_CAP**2)
+    q = float(np.sum(z2))
+    dof = max(int(used.size - np.unique(owner).size), 1)
+    z = NormalDist().inv_cdf(1.0 - params.heterogeneity_alpha)
+    a = 2.0 / (9.0 * dof)
+    return q > dof * (1.0 - a + z * math.sqrt(a)) ** 3
+
+
+def _empirical_bayes(stats: GroupStats, parent: _Posterior, params: FitParameters) -> _Posterior:
+    if stats.weight.size == 0:
+        nothing = np.empty(0)
+        return _Posterior(nothing, nothing, nothing, nothing)
+    present, scale2, v = _sampling_variance(stats, parent, params)
     tau2 = _between_variance(stats, parent, v, present, params)
     shrink = np.where(present, tau2 / (tau2 + np.where(present, v, 1.0)), 0.0)
     location = parent.location + shrink * (np.where(present, stats.location, 0.0) - parent.location)

@@ -22,12 +22,19 @@ evidence
   on its own runs that calibration helps, a segment whose calibrated predictions so far lost
   to raw gets raw.
 - "too few": below THIN_MIN_TARGETS targets nothing is decided and the key keeps its
-  calibrated factors (`reckon accuracy` says so where it looks worse). The evaluation harness
-  (bench/results/calibration_issue11.md) showed deciding on one or two targets to be noise:
-  it cost the synthetic organisations and put the published leave-one-out replay's coverage
-  at 1.00 (the raw range is the prior's wide one).
+  calibrated factors (`reckon accuracy` says so where it looks worse). Under the strict
+  comparison the evaluation harness (bench/results/calibration_issue11.md) showed deciding
+  on one or two targets to be noise (the published leave-one-out replay's coverage went to
+  1.00); with the noise test below, three targets fall a key back only when calibrated
+  loses on nearly every one of them.
 If the calibrated predictions' median absolute error is worse than raw's on that evidence,
-the key falls back: stored with the raw factors, the prior's spread and `fallback` set, so
+beyond its noise, the key falls back. Beyond noise: in at least WORSE_CONFIDENCE of
+BOOTSTRAP_RESAMPLES paired resamples of those targets calibrated's median is still the
+worse one (`worse_share`). A segment whose factors are close to the defaults ties with raw
+within noise, and the strict comparison fell it back on a coin flip: on the synthetic
+organisations a100-80gb/bf16 (raw 8% off its truth) spent 4-35 of ~200 predictions a seed
+on raw, 1.6× the oracle's error where its calibrated factors were 1.05×. Falling back:
+the key is stored with the raw factors, the prior's spread and `fallback` set, so
 estimates use the planner's factors and say so. When the candidate still loses to raw
 overall, the fitted set is not activated; instead a set with every segment fallen back (raw
 everywhere, flagged) replaces the active set if that one loses to raw as well (or there is
@@ -35,7 +42,12 @@ none), so planners are never left on a set the backtest shows worse than not cal
 
 Activation. "Beats" means no worse on median absolute error. The candidate (fallbacks
 applied) must beat raw on every target and the active set on the targets that started
-after the active set was made (only those did it predict blind). With no targets at all
+after the active set was made (only those did it predict blind), once there are
+ACTIVE_MIN_TARGETS of those: a set made last night has predicted one to four runs blind, and
+deciding on them was a coin flip that kept stale sets active (it cost the synthetic
+organisations 0.013 of the ratio to the oracle). The backtest puts those targets in buckets
+of their own (`split_at`), so the candidate predicts each from at least what the active set
+knew. With no targets at all
 nothing shows that it beats raw, so it is not activated (estimates keep the prior or the
 active set until runs that can be predicted blind arrive).
 """
@@ -68,7 +80,11 @@ from service.observations import ObservationArrays
 from service.robust import BoolArray, FloatArray, IntArray
 
 FALLBACK_MIN_TARGETS = 10  # own targets that judge a key on its own
-THIN_MIN_TARGETS = 5  # targets of any kind below which a thin key is not judged
+THIN_MIN_TARGETS = 3  # targets of any kind below which a thin key is not judged
+ACTIVE_MIN_TARGETS = 5  # blind targets below which the active set is not compared
+WORSE_CONFIDENCE = 0.9  # share of resamples in which calibrated must stay worse to fall back
+BOOTSTRAP_RESAMPLES = 400
+_BOOTSTRAP_SEED = 20261201
 _TIE = 1e-9
 _WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
 _RAW_EVERYWHERE = (
@@ -173,6 +189,7 @@ def _decide(
     if (
         active is not None
         and active.median_ape is not None
+        and active.n >= ACTIVE_MIN_TARGETS
         and candidate_recent.median_ape is not None
         and candidate_recent.median_ape > active.median_ape * (1 + _TIE)
     ):
@@ -212,13 +229,24 @@ def target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
 class Evidence:
     """One key's backtest evidence against raw: on which targets ("own", "all" or "too
     few", see the module), how many, the median absolute error (fractions) of calibrated
-    and raw there, and whether calibrated is worse (None: too few to judge)."""
+    and raw there, the share of paired resamples in which calibrated's is the worse one,
+    and whether calibrated is worse beyond noise (None: too few to judge)."""
 
     basis: str
     n: int
     calibrated: float | None
     raw: float | None
     worse: bool | None
+    worse_share: float | None = None
+
+    @property
+    def looks_worse(self) -> bool:
+        """Calibrated's median is the worse one on this evidence, noise or not."""
+        return (
+            self.calibrated is not None
+            and self.raw is not None
+            and (self.calibrated > self.raw * (1 + _TIE))
+        )
 
 
 def segment_evidence(
@@ -248,11 +276,27 @@ def segment_evidence(
             result[key] = Evidence("too few", len(rows), None, None, None)
             continue
         index: IntArray = np.array(rows, dtype=np.intp)
-        calibrated = float(np.median(np.abs(np.expm1(log_ratio[index]))))
-        uncalibrated = float(np.median(np.abs(np.expm1(raw_log_ratio[index]))))
-        worse = calibrated > uncalibrated * (1 + _TIE)
-        result[key] = Evidence(basis, len(rows), calibrated, uncalibrated, worse)
+        errors = np.abs(np.expm1(log_ratio[index]))
+        raw_errors = np.abs(np.expm1(raw_log_ratio[index]))
+        calibrated = float(np.median(errors))
+        uncalibrated = float(np.median(raw_errors))
+        share = 0.0
+        if calibrated > uncalibrated * (1 + _TIE):
+            share = worse_share(errors, raw_errors)
+        worse = share >= WORSE_CONFIDENCE
+        result[key] = Evidence(basis, len(rows), calibrated, uncalibrated, worse, share)
     return result
+
+
+def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
+    """Share of BOOTSTRAP_RESAMPLES paired resamples (targets drawn with replacement, each
+    keeping its calibrated and raw error) in which calibrated's median error is the larger.
+    Seeded: the same evidence always gets the same verdict."""
+    draws = np.random.default_rng(_BOOTSTRAP_SEED).integers(
+        0, errors.size, (BOOTSTRAP_RESAMPLES, errors.size)
+    )
+    worse = np.median(errors[draws], axis=1) > np.median(raw_errors[draws], axis=1) * (1 + _TIE)
+    return float(np.mean(worse))
 
 
 def _falls_back(segments: Mapping[str, SegmentFactors], targets: ObservationArrays) -> BoolArray:

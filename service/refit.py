@@ -78,6 +78,7 @@ def refit(
     detail = backtest.backtest_targets(
         data, None, prior, params,
         max_targets=BACKTEST_TARGETS, by_start=True, history_rows=BACKTEST_HISTORY_ROWS,
+        split_at=None if active is None else active.created_at.timestamp(),
     )  # fmt: skip
     verdict_of = gate.assess(
         data,

@@ -31,6 +31,14 @@ def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate()
     assert "succeeded" in out and "reconciled, 0 skipped" in out
     assert "median APE" in out and "calibrated" in out
     assert "P10 / P50 / P90" in out and "factors from     factor set 1" in out
+    # Raw and calibrated per segment; a segment worse calibrated says it fell back.
+    rows = _accuracy_rows(done.stdout)
+    segments = {name for name, _ in rows} - {"all"}
+    assert len(segments) >= 3 and all((name, "raw") in rows for name in segments)
+    for name in segments:
+        (raw_ape, _), (calibrated_ape, note) = rows[name, "raw"], rows[name, "calibrated"]
+        if calibrated_ape > raw_ape:
+            assert note.startswith("fell back to raw"), (name, raw_ape, calibrated_ape, note)
     # --keep keeps the data and prints the exact commands that reopen it; they work.
     assert kept and "to reopen it:" in out and "reckon serve" in out
     assert reopened.returncode == 0 and "+5.0% over" in reopened.stdout, reopened.stderr
@@ -45,3 +53,16 @@ def _reopen_history(printed: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["sh", "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
+
+
+def _accuracy_rows(printed: str) -> dict[tuple[str, str], tuple[float, str]]:
+    """(group, raw|calibrated) -> (median APE in %, the row's note) of `reckon accuracy`."""
+    lines = printed.splitlines()
+    start = lines.index("$ reckon accuracy --by segment") + 2  # after the header
+    rows = {}
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        name, kind, _n, median, *rest = line.split()
+        rows[name, kind] = (float(median.rstrip("%")), " ".join(rest[3:]))
+    return rows

@@ -183,7 +183,8 @@ def test_a_segment_without_throughput_fits_the_combined_factor_and_says_so() -> 
 
 
 def test_a_recompute_segment_needs_min_recompute_n_runs() -> None:
-    history = [a_run(recompute="full", day=d) for d in range(5)]
+    # Full recomputation runs at u = 0.30 here, the others at 0.40: the modes differ.
+    history = [a_run(recompute="full", day=d, u=0.30) for d in range(5)]
     history += [a_run(recompute="selective", day=d) for d in range(4)]
     history += [a_run(recompute=None, day=d) for d in range(9)]
 
@@ -192,6 +193,27 @@ def test_a_recompute_segment_needs_min_recompute_n_runs() -> None:
     assert "a100-80gb/bf16/full" in factors
     assert "a100-80gb/bf16/selective" not in factors
     assert factors["a100-80gb/bf16"].n == 18
+
+
+def test_recompute_modes_that_do_not_differ_get_no_entries_of_their_own() -> None:
+    # Two modes with the same utilization and 9% noise: splitting the segment would only fit
+    # each mode on half its runs. A real 25% difference between them does get entries.
+    rng = np.random.default_rng(11)
+
+    def runs(full_u: float) -> list[Observation]:
+        return [
+            a_run(recompute=mode, day=d, u=(full_u if mode == "full" else 0.4)
+                  * float(rng.lognormal(0.0, 0.09)))
+            for d in range(30) for mode in ("none", "full")
+        ]  # fmt: skip
+
+    same = fit(runs(0.4), PRIOR, FitParameters())
+    assert not [key for key in same if key.count("/") == 2]
+    assert same["a100-80gb/bf16"].n == 60
+
+    differ = fit(runs(0.3), PRIOR, FitParameters())
+    assert differ["a100-80gb/bf16/full"].effective == pytest.approx(0.3 * 0.85, rel=0.06)
+    assert differ["a100-80gb/bf16/none"].effective == pytest.approx(0.4 * 0.85, rel=0.06)
 
 
 def test_overhead_is_clamped_at_zero_and_the_effective_factor_kept() -> None:
@@ -247,7 +269,13 @@ def test_observation_times_must_be_timezone_aware() -> None:
 
 
 def test_lookup_falls_back_from_segment_to_gpu_or_precision_to_all_to_prior() -> None:
-    factors = fit([a_run(day=d) for d in range(6)], PRIOR)
+    # Full recomputation differs (u 0.3 against 0.4), so it gets an entry of its own; the
+    # four runs without it are too few for one.
+    noise = np.random.default_rng(3).lognormal(0.0, 0.05, 18)
+    history = [a_run(day=d, u=0.3 * noise[d]) for d in range(6)]
+    history += [a_run(recompute="none", day=d, u=0.4 * noise[6 + d]) for d in range(4)]
+    history += [a_run(recompute=None, day=d, u=0.4 * noise[10 + d]) for d in range(8)]
+    factors = fit(history, PRIOR)
 
     assert lookup(factors, "a100-80gb", "bf16", "full").segment == "a100-80gb/bf16/full"
     assert lookup(factors, "a100-80gb", "bf16", "none").segment == "a100-80gb/bf16"
