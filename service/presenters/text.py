@@ -276,6 +276,8 @@ def factors_text(answer: FactorsAnswer) -> str:
         )
         overhead = f"{item['overhead']:.1%} ({item['overhead_p10']:.0%}-{item['overhead_p90']:.0%})"
         note = " combined only" if item["combined_only"] else ""
+        if item.get("fallback"):
+            note += " fell back to raw (calibration did not beat it)"
         lines.append(
             f"{item['segment']:<26} {item['level']:<9} {utilization:<24} {overhead:<22} "
             f"{item['n']:>5}{note}"

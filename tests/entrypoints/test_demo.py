@@ -39,6 +39,12 @@ def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate()
         (raw_ape, _), (calibrated_ape, note) = rows[name, "raw"], rows[name, "calibrated"]
         if calibrated_ape > raw_ape:
             assert note.startswith("fell back to raw"), (name, raw_ape, calibrated_ape, note)
+    # `reckon factors` flags the same segments.
+    factor_lines = done.stdout.split("$ reckon factors", 1)[1].split("\n\n", 1)[0].splitlines()
+    for name in segments:
+        if rows[name, "calibrated"][1].startswith("fell back to raw"):
+            line = next(line for line in factor_lines if line.split()[:1] == [name])
+            assert "fell back to raw" in line, line
     # --keep keeps the data and prints the exact commands that reopen it; they work.
     assert kept and "to reopen it:" in out and "reckon serve" in out
     assert reopened.returncode == 0 and "+5.0% over" in reopened.stdout, reopened.stderr
