@@ -282,3 +282,16 @@ def test_calibrated_plan_rejects_a_confidence_outside_zero_to_one() -> None:
     with pytest.raises(InputError, match="confidence"):
         calibrated_plan(_request(), PEAK, _segments(), 86400.0, 1.0)  # type: ignore[arg-type]
     assert math.isfinite(PEAK)
+
+
+def test_the_accuracy_table_says_why_a_worse_segment_within_noise_did_not_fall_back() -> None:
+    from service.accuracy import _why_not_fallen_back
+
+    tie = gate.Evidence("own", 20, 0.081, 0.076, False, 0.62)
+    few = gate.Evidence("too few", 2, None, None, None)
+
+    assert _why_not_fallen_back(tie) == (
+        "worse than raw; not fallen back: on its own runs (20) calibrated is worse "
+        "(8.1% vs 7.6%) within noise (worse in 62% of resamples, the gate needs 90%)"
+    )
+    assert "too few runs" in _why_not_fallen_back(few)
