@@ -119,7 +119,9 @@ def backtest_targets(
         # No bucket sees more history than what ended before the latest target started.
         biggest = int(np.count_nonzero(data.ended_at < data.started_at[chosen].max()))
         n_buckets = max(1, min(n_buckets, history_rows // max(biggest, 1)))
-        share = history_rows // n_buckets
+    buckets_ = _buckets(chosen, n_buckets, data.started_at, split_at)
+    if history_rows is not None:
+        share = history_rows // len(buckets_)
     sampler = _Sampler(len(data), seed)
     rows: list[IntArray] = []
     ratios: list[FloatArray] = []
@@ -128,7 +130,7 @@ def backtest_targets(
     keys: list[str] = []
     lows: list[FloatArray] = []
     highs: list[FloatArray] = []
-    for bucket in _buckets(chosen, n_buckets, data.started_at, split_at):
+    for bucket in buckets_:
         cutoff = float(data.started_at[bucket].min())
         history = np.flatnonzero(data.ended_at < cutoff)
         factors = _history_fit(data, history, prior, params, share, sampler)
@@ -155,15 +157,19 @@ def _buckets(
     chosen: IntArray, n_buckets: int, started_at: FloatArray, split_at: float | None
 ) -> list[IntArray]:
     """`chosen` (in start order) cut into `n_buckets` runs of start time; with `split_at`,
-    the targets started after it are never in a bucket with earlier ones."""
+    the targets started after it are never in a bucket with earlier ones (so with one
+    bucket asked and targets on both sides, two; the caller bounds their history by the
+    count it gets)."""
     if split_at is None:
         return list(np.array_split(chosen, n_buckets))
     late_from = int(np.searchsorted(started_at[chosen], split_at, side="right"))
     early, late = chosen[:late_from], chosen[late_from:]
     if early.size == 0 or late.size == 0:
         return list(np.array_split(chosen, n_buckets))
-    n_late = min(late.size, max(1, round(n_buckets * late.size / chosen.size)))
-    n_early = min(early.size, max(1, n_buckets - n_late))
+    if n_buckets == 1:
+        return [early, late]
+    n_late = min(late.size, max(1, min(n_buckets - 1, round(n_buckets * late.size / chosen.size))))
+    n_early = min(early.size, n_buckets - n_late)
     return [*np.array_split(early, n_early), *np.array_split(late, n_late)]
 
 

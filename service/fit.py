@@ -61,8 +61,8 @@ from service.units import SECONDS_PER_DAY
 
 _MIN_SCALE = 0.01  # log space: a group of identical runs still rejects nothing close
 _TAU_FLOOR = 0.02
-_TAU_DEFAULT_WEIGHT = 2.0
-_DIFFER_Z_CAP = 3.0  # groups' worth of `tau_default` blended into τ²
+_TAU_DEFAULT_WEIGHT = 2.0  # groups' worth of `tau_default` blended into τ²
+_DIFFER_Z_CAP = 3.0  # scales: the most one group adds to the heterogeneity test
 
 
 def fit(
@@ -402,14 +402,17 @@ def _differ(
 ) -> bool:
     """Cochran's Q test of the groups (with 2+ runs) against their parent's own statistics
     (`reference`, before the parent was pooled): Q = Σ (x − x_parent)²·n_eff/s_parent²
-    above the χ² quantile at 1 − `heterogeneity_alpha` with groups − parents degrees of
-    freedom (at least one; Wilson–Hilferty approximation). Under "no difference" a group's
-    runs share the parent's spread, so the parent's scale is the one to test with: a
-    group's own robust scale over a few recency-weighted runs can be a fraction of it, and
-    with it (or against the parent's pooled location) the test fired on a third of the
-    nights of the synthetic organisations, where no mode differs. Each group counts at
-    most `_DIFFER_Z_CAP` scales: a group holding several stragglers of a few runs can sit
-    tens of scales off, and must not alone make the modes differ."""
+    above the χ² quantile at 1 − `heterogeneity_alpha` (Wilson–Hilferty approximation).
+    Degrees of freedom: per parent, its groups less one, and one for a parent with a single
+    group (compared with the rest of its runs: the modes without enough runs, or unknown).
+    Under "no difference" a group's runs share the parent's spread, so the parent's scale
+    is the one to test with: a group's own robust scale over a few recency-weighted runs
+    can be a fraction of it, and with it (or against the parent's pooled location) the
+    test fired on a third of the nights of the synthetic organisations, where no mode
+    differs. Each group counts at
+    most `_DIFFER_Z_CAP` scales: a group of a few runs holding several stragglers can sit
+    tens of scales off; capped, it alone passes only a one-degree test (one segment
+    with two modes), where a real difference moves both modes' groups anyway."""
     used = np.flatnonzero((stats.weight > 0) & (stats.count >= 2))
     if used.size == 0:
         return False
@@ -418,7 +421,8 @@ def _differ(
     deviation2 = (stats.location[used] - reference.location[owner]) ** 2
     z2 = np.minimum(deviation2 * stats.weight[used] / scale2, _DIFFER_Z_CAP**2)
     q = float(np.sum(z2))
-    dof = max(int(used.size - np.unique(owner).size), 1)
+    groups_per_parent = np.unique(owner, return_counts=True)[1]
+    dof = int(np.maximum(groups_per_parent - 1, 1).sum())
     z = NormalDist().inv_cdf(1.0 - params.heterogeneity_alpha)
     a = 2.0 / (9.0 * dof)
     return q > dof * (1.0 - a + z * math.sqrt(a)) ** 3

@@ -155,6 +155,7 @@ def assess(
         raw_recent = _score(raw_log_ratio[recent], raw_inside[recent])
         active_loses = (
             active_score is None
+            or active_score.n < ACTIVE_MIN_TARGETS
             or active_score.median_ape is None
             or raw_recent.median_ape is None
             or active_score.median_ape > raw_recent.median_ape * (1 + _TIE)
