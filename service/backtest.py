@@ -114,14 +114,12 @@ def backtest_targets(
         empty = np.empty(0)
         return TargetErrors(np.empty(0, np.intp), empty, np.empty(0, bool), (), empty, empty, ())
     n_buckets = min(buckets, chosen.size)
-    share: int | None = None
     if history_rows is not None:
         # No bucket sees more history than what ended before the latest target started.
         biggest = int(np.count_nonzero(data.ended_at < data.started_at[chosen].max()))
         n_buckets = max(1, min(n_buckets, history_rows // max(biggest, 1)))
-    buckets_ = _buckets(chosen, n_buckets, data.started_at, split_at)
-    if history_rows is not None:
-        share = history_rows // len(buckets_)
+    cut = _buckets(chosen, n_buckets, data.started_at, split_at)
+    share = None if history_rows is None else history_rows // len(cut)
     sampler = _Sampler(len(data), seed)
     rows: list[IntArray] = []
     ratios: list[FloatArray] = []
@@ -130,7 +128,7 @@ def backtest_targets(
     keys: list[str] = []
     lows: list[FloatArray] = []
     highs: list[FloatArray] = []
-    for bucket in buckets_:
+    for bucket in cut:
         cutoff = float(data.started_at[bucket].min())
         history = np.flatnonzero(data.ended_at < cutoff)
         factors = _history_fit(data, history, prior, params, share, sampler)

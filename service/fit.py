@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from statistics import NormalDist
+from typing import NamedTuple
 
 import numpy as np
 
@@ -238,12 +239,7 @@ def _pool_crossed(
     mine = stats[quantity]
     log_u, log_keep = math.log(prior.utilization), math.log1p(-prior.overhead)
     prior_location = (log_u + log_keep, log_u, log_keep)[quantity]
-    n_eff = mine.weight
-    present = n_eff > 0
-    typical = _typical(mine) or params.prior_sigma
-    k = params.scale_strength
-    scale2 = np.where(present, (n_eff * mine.scale**2 + k * typical**2) / (n_eff + k), typical**2)
-    v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
+    present, typical, scale2, v = _sampling(mine, params, params.prior_sigma)
     n_gpus, n_precisions = len(crossed.gpu_keys), len(crossed.precision_keys)
     effects = crossed_effects(
         np.where(present, mine.location, 0.0), v, crossed.gpu_of, crossed.precision_of,
@@ -383,18 +379,25 @@ def _typical(stats: GroupStats, min_count: int = 3) -> float:
     return float(np.median(chosen)) if chosen.size else 0.0
 
 
-def _sampling_variance(
-    stats: GroupStats, parent: _Posterior, params: FitParameters
-) -> tuple[BoolArray, FloatArray, FloatArray]:
-    """Per group: whether it has weight, its scale² blended with the level's typical one
+class _Sampling(NamedTuple):
+    """Per group: whether it has weight, its scale² blended with the level's typical scale
     (`scale_strength` pseudo-runs), and its location's sampling variance s̃²/n_eff."""
+
+    present: BoolArray
+    typical: float
+    scale2: FloatArray
+    v: FloatArray
+
+
+def _sampling(stats: GroupStats, params: FitParameters, default_scale: float) -> _Sampling:
+    """`default_scale`: the typical scale when no group of the level has enough runs."""
     n_eff = stats.weight
     present = n_eff > 0
-    typical = _typical(stats) or float(np.median(parent.scale))
+    typical = _typical(stats) or default_scale
     k = params.scale_strength
     scale2 = np.where(present, (n_eff * stats.scale**2 + k * typical**2) / (n_eff + k), typical**2)
     v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
-    return present, scale2, v
+    return _Sampling(present, typical, scale2, v)
 
 
 def _differ(
@@ -432,7 +435,7 @@ def _empirical_bayes(stats: GroupStats, parent: _Posterior, params: FitParameter
     if stats.weight.size == 0:
         nothing = np.empty(0)
         return _Posterior(nothing, nothing, nothing, nothing)
-    present, scale2, v = _sampling_variance(stats, parent, params)
+    present, _, scale2, v = _sampling(stats, params, float(np.median(parent.scale)))
     tau2 = _between_variance(stats, parent, v, present, params)
     shrink = np.where(present, tau2 / (tau2 + np.where(present, v, 1.0)), 0.0)
     location = parent.location + shrink * (np.where(present, stats.location, 0.0) - parent.location)

@@ -58,6 +58,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 import numpy as np
 
@@ -154,8 +155,7 @@ def assess(
         fallbacks = tuple(key for key in segments if key != PRIOR_KEY)
         raw_recent = _score(raw_log_ratio[recent], raw_inside[recent])
         active_loses = (
-            active_score is None
-            or active_score.n < ACTIVE_MIN_TARGETS
+            not judged(active_score)
             or active_score.median_ape is None
             or raw_recent.median_ape is None
             or active_score.median_ape > raw_recent.median_ape * (1 + _TIE)
@@ -188,14 +188,19 @@ def _decide(
     if candidate.median_ape > raw.median_ape * (1 + _TIE):
         return False, _WORSE_THAN_RAW
     if (
-        active is not None
+        judged(active)
         and active.median_ape is not None
-        and active.n >= ACTIVE_MIN_TARGETS
         and candidate_recent.median_ape is not None
         and candidate_recent.median_ape > active.median_ape * (1 + _TIE)
     ):
         return False, "backtest worse than the active set"
     return True, "backtest no worse than raw and the active set"
+
+
+def judged(active: BacktestResult | None) -> TypeGuard[BacktestResult]:
+    """Whether the active set has predicted enough targets blind (ACTIVE_MIN_TARGETS) for
+    the candidate to be compared with it."""
+    return active is not None and active.n >= ACTIVE_MIN_TARGETS
 
 
 def _calibrated_inside(detail: TargetErrors) -> BoolArray:

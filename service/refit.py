@@ -90,8 +90,7 @@ def refit(
         None if active is None else active.created_at.timestamp(),
     )
     candidate, baseline = verdict_of.candidate, verdict_of.raw
-    judged = verdict_of.active is not None and verdict_of.active.n >= gate.ACTIVE_MIN_TARGETS
-    if active is not None and verdict_of.active is not None and judged:
+    if gate.judged(verdict_of.active):
         candidate, baseline = verdict_of.candidate_recent, verdict_of.active
     better = verdict_of.activate
     activate = force or better
