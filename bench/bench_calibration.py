@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -656,6 +657,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--database-url", default=None, help="default: a temp SQLite file")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
+    parser.add_argument(
+        "--dump", type=Path, default=None, help="write every prediction (P10/P50/P90) as JSON"
+    )
     args = parser.parse_args()
     if args.jobs < len(SEGMENTS) or args.days <= 40:
         parser.error("need at least one job per segment and more than 40 days")
@@ -707,6 +711,22 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(f"written to {args.out}")
+    if args.dump is not None:
+        rows = [dump_row(p) for p in predictions]
+        args.dump.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        print(f"predictions written to {args.dump}")
+
+
+def dump_row(p: Prediction) -> dict[str, object]:
+    """One prediction as JSON, floats exact (repr); the estimate id is random, so left out."""
+    return {
+        "job": p.job.index,
+        "p10": p.p10,
+        "p50": p.p50,
+        "p90": p.p90,
+        "level": p.level,
+        "factor_set": p.factor_set,
+    }
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 never saw? Pure replays of the product's loop (bench/calibration_replay.py), no database.
 
     python -m bench.bench_calibration_eval [--seeds 10] [--method current|old]
-        [--out bench/results/calibration_eval.md]
+        [--out bench/results/calibration_eval.md] [--dump predictions.json]
 
 (a) Published runs (service/data/published_runs.csv, other organisations, 17 usable rows):
     time-ordered (each row predicted by the loop from rows published before it, the prior
@@ -22,6 +22,7 @@ observations inside the calibrated P10-P90.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import platform
 import sys
@@ -43,7 +44,7 @@ from bench.calibration_replay import (
     replay,
     score,
 )
-from service.factor_model import Prior
+from service.factor_model import Z90, Prior
 from service.priors import PublishedRun, prior_from_runs, shipped_published_runs
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "calibration_eval.md"
@@ -229,6 +230,20 @@ def runs_to_halfway(predictions: Sequence[Prediction]) -> int | None:
 # --- report ---------------------------------------------------------------------------------
 
 
+def dump_row(p: Prediction) -> dict[str, object]:
+    """One prediction as JSON, every float exact (repr): the target, its P10/P50/P90 wall
+    relative to the observed wall, and where its factors came from."""
+    job = p.job
+    return {
+        "target": f"{job.tag or ''} {job.gpu}/{job.precision}/{job.recompute} {job.started_at}",
+        "p10": p.wall_quantile(-Z90),
+        "p50": p.wall_quantile(0.0),
+        "p90": p.wall_quantile(Z90),
+        "level": p.level,
+        "fallback": p.fallback,
+    }
+
+
 def _row(name: str, s: Score, extra: str = "") -> str:
     return (
         f"| {name} | {s.n} | {s.calibrated:.3f} | {s.oracle:.3f} | {s.raw:.3f} | "
@@ -242,7 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--method", choices=("current", "old"), default="current")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--dump", type=Path, default=None, help="write every prediction (P10/P50/P90) as JSON"
+    )
     args = parser.parse_args(argv)
+    dumped: dict[str, list[dict[str, object]]] = {}
     method = current_method if args.method == "current" else old_method()
     began = time.perf_counter()
     lines = [
@@ -265,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, run in (("time-ordered", published_time_ordered),
                       ("leave-one-out", published_leave_one_out)):  # fmt: skip
         predictions = run(method)
+        dumped[f"published {name}"] = [dump_row(p) for p in predictions]
         s = score(predictions)
         lines.append(_row(name, s).replace(f"| {s.ratio:.2f} |", "| – |"))
         print(lines[-1], flush=True)
@@ -283,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             synthetic_jobs(seed), prior_from_runs(shipped_published_runs()), method
         )
         pooled.extend(predictions)
+        dumped[f"synthetic seed {seed}"] = [dump_row(p) for p in predictions]
         halfway = runs_to_halfway(predictions)
         lines.append(
             _row(str(seed), score(predictions), f" {halfway if halfway is not None else 'never'} |")
@@ -315,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines), encoding="utf-8")
+    if args.dump is not None:
+        args.dump.write_text(json.dumps(dumped, indent=1) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
 

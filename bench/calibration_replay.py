@@ -87,6 +87,11 @@ class Prediction:
     def raw_ape(self) -> float:
         return abs(self.job.effective / (RAW.utilization * (1.0 - RAW.overhead)) - 1.0)
 
+    def wall_quantile(self, z: float) -> float:
+        """Predicted wall over observed wall at z standard scores (its side's sigma)."""
+        sigma = self.sigma_high if z > 0 else self.sigma_low
+        return math.exp(-self.log_excess + z * sigma)
+
     @property
     def inside(self) -> bool:
         d = self.log_excess
