@@ -61,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 from mlflow.tracking import MlflowClient
+from service.adapters.db.engine import make_engine
 
 from demo.mlflow_server import (
     CLIENT_ENVIRONMENT,
@@ -68,15 +69,15 @@ from demo.mlflow_server import (
     make_training_run,
     unique_name,
 )
-from service import estimates
+from service.adapters.db import migrate
 from service.app import Reckon
 from service.bootstrap import build
 from service.config import Settings
-from service.db import migrate
-from service.db.engine import make_engine
-from service.domain import ESTIMATE_TAG, EstimateRequest, Factors, Reconciliation
-from service.estimates import RawInputs
+from service.domain.records import ESTIMATE_TAG, Reconciliation
+from service.domain.values import EstimateRequest, Factors
 from service.presenters.json_loop import factors_view
+from service.usecases import estimates
+from service.usecases.estimates import RawInputs
 
 METRIC = "tokens_per_second"
 HISTORY_START = datetime(2025, 1, 1, tzinfo=UTC)

@@ -44,8 +44,8 @@ from bench.calibration_replay import (
     replay,
     score,
 )
-from service.factor_model import Z90, Prior
-from service.priors import PublishedRun, prior_from_runs, shipped_published_runs
+from service.calibration.model import Z90, Prior
+from service.calibration.priors import PublishedRun, prior_from_runs, shipped_published_runs
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "calibration_eval.md"
 START = datetime(2026, 1, 5, tzinfo=UTC)

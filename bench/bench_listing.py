@@ -63,8 +63,8 @@ def bare_listing(uri: str, experiment_id: str, page_size: int) -> int:
 
 
 def source_listing(uri: str, experiment_id: str, page_size: int) -> int:
-    from service.domain import ScanWindow
-    from service.mlflow_source import MlflowRunSource
+    from service.adapters.mlflow.source import MlflowRunSource
+    from service.domain.records import ScanWindow
 
     source = MlflowRunSource(uri, [experiment_id], METRIC, page_size=page_size)
     window = ScanWindow(after=T0, cutoff=T0 + timedelta(days=365))

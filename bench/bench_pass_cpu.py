@@ -20,13 +20,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from service import estimates
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
+
+from service.adapters.db import locks, migrate
 from service.bootstrap import SystemClock
-from service.db import locks, migrate
-from service.db.engine import make_engine
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ObservedRun
-from service.reconcile import PassOptions, run_pass
+from service.domain.records import ObservedRun
+from service.usecases import estimates
+from service.usecases.nightly.passes import PassOptions, run_pass
 from tests.builders import an_estimate
 from tests.databases import empty_database
 from tests.fakes import FakeRunSource

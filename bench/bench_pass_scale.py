@@ -27,19 +27,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
+
 from bench.bench_reconcile import create_linked_runs
 from bench.bench_refit_db import add_active_set, write_history
 from demo.mlflow_server import (
     CLIENT_ENVIRONMENT,
     MlflowServer,
 )
-from service import estimates
+from service.adapters.db import migrate
 from service.bootstrap import build
 from service.config import Settings
-from service.db import migrate
-from service.db.engine import make_engine
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import SavedEstimate
+from service.domain.records import SavedEstimate
+from service.usecases import estimates
 from tests.builders import an_estimate
 from tests.databases import empty_database
 

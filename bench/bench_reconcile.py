@@ -17,7 +17,7 @@ share one populated MLflow (the same estimates are saved in each database). `--w
 keeps what was populated (10,000 runs take minutes to create) and reuses it next time.
 
 Two listings are timed: MLflow's own `MlflowClient.search_runs` (the bar's reference) and
-the same requests read as plain JSON (`service.mlflow_rest`, which the pass uses): the
+the same requests read as plain JSON (`service.adapters.mlflow.rest`, which the pass uses): the
 second is the floor of what any client of the server can do."""
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import text
 
 from bench.bench_listing import bare_listing
@@ -48,15 +50,13 @@ from demo.mlflow_server import (
     create_runs,
     unique_name,
 )
-from service import estimates
+from service.adapters.db import locks, migrate
+from service.adapters.mlflow.rest import searcher
+from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
-from service.db import locks, migrate
-from service.db.engine import make_engine
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG
-from service.mlflow_rest import searcher
-from service.mlflow_source import MlflowRunSource
-from service.reconcile import PassOptions, run_pass
+from service.domain.records import ESTIMATE_TAG
+from service.usecases import estimates
+from service.usecases.nightly.passes import PassOptions, run_pass
 from tests.builders import an_estimate
 from tests.databases import empty_database
 

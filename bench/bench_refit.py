@@ -1,5 +1,5 @@
 """Refit over N stored reconciliations (DESIGN §7: 1M within a few seconds on 2 cores):
-times `service.fit.fit` on a synthetic columnar history and prints seconds and peak RSS.
+times `service.calibration.fit.fit` on a synthetic columnar history and prints seconds and peak RSS.
 
     python -m bench.bench_refit --n 1000000 --repeat 3
 
@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from service.factor_model import FitParameters, Prior
-from service.fit import fit
-from service.observations import ObservationArrays
+from service.calibration.fit import fit
+from service.calibration.model import FitParameters, Prior
+from service.calibration.observations import ObservationArrays
 
 GPUS = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "mi300x")
 PRECISIONS = ("bf16", "fp16", "fp8", "tf32")

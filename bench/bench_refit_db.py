@@ -26,20 +26,27 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from service.adapters.db.engine import make_engine
+from service.adapters.db.tables import (
+    EstimateRow,
+    FactorSetRow,
+    ReconciliationRow,
+    SegmentFactorRow,
+)
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, delete, func, insert, select
 
 from bench.bench_refit import peak_rss_mb, synthetic_history
-from service import backtest as backtesting
-from service import factor_model, fit, refit
+from service.adapters.db import migrate
 from service.bootstrap import build
+from service.calibration import backtest as backtesting
+from service.calibration import fit
+from service.calibration import model as factor_model
+from service.calibration.model import FactorSet
+from service.calibration.observations import ObservationArrays
+from service.calibration.priors import default_prior
 from service.config import Settings
-from service.db import migrate
-from service.db.engine import make_engine
-from service.db.tables import EstimateRow, FactorSetRow, ReconciliationRow, SegmentFactorRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.factor_model import FactorSet
-from service.observations import ObservationArrays
-from service.priors import default_prior
+from service.usecases import refit
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 CHUNK = 20_000

@@ -34,7 +34,7 @@ def wall_seconds(command: list[str]) -> float:
 
 
 def slowest_imports(count: int) -> list[tuple[float, str]]:
-    probe = f"from service.cli import main; main({ESTIMATE[1:]!r})"
+    probe = f"from service.entrypoints.cli import main; main({ESTIMATE[1:]!r})"
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", probe],
         capture_output=True,

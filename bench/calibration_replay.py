@@ -1,7 +1,7 @@
 """The product's calibration loop without the database or MLflow, for the evaluation
 harness (bench/bench_calibration_eval.py): jobs in start order, each predicted by the
 active factor set of the moment, and a nightly refit (fit → backtest → gate, the calls
-service.refit makes) whenever runs have ended since the last one.
+service.usecases.refit makes) whenever runs have ended since the last one.
 
 A `Method` is the refit: the current one (`current_method`) or the code before this change
 (`old_method`, importable only where the pre-change `service.calibration` is on the path,
@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from service import backtest, fit, gate
-from service.domain import Factors
-from service.factor_model import (
+from service.calibration import backtest, fit, gate
+from service.calibration.model import (
     PRIOR_KEY,
     Z90,
     FitParameters,
@@ -29,8 +28,9 @@ from service.factor_model import (
     choose,
     prior_factors,
 )
-from service.observations import Observation, ObservationArrays
-from service.refit import BACKTEST_HISTORY_ROWS, BACKTEST_TARGETS
+from service.calibration.observations import Observation, ObservationArrays
+from service.domain.values import Factors
+from service.usecases.refit import BACKTEST_HISTORY_ROWS, BACKTEST_TARGETS
 
 RAW = Factors()  # the uncalibrated default: u = 0.4, f = 0
 

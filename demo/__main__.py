@@ -30,11 +30,11 @@ from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, make_training_run
 from service.bootstrap import build
+from service.calibration.priors import shipped_published_runs
 from service.config import Settings
-from service.domain import ESTIMATE_TAG
-from service.inputs import RawInputs
-from service.priors import shipped_published_runs
-from service.scheduler import nightly_pass
+from service.domain.inputs import RawInputs
+from service.domain.records import ESTIMATE_TAG
+from service.entrypoints.scheduler import nightly_pass
 
 ROOT = Path(__file__).resolve().parents[1] / ".demo"
 METRIC = "tokens_per_second"
@@ -195,8 +195,8 @@ def main() -> None:
             print(f"seeded {count} estimates and their MLflow runs")
             print("\n# the nightly pass, exactly as the scheduler runs it")
             logging.basicConfig(level=logging.WARNING, format="%(message)s")
-            logging.getLogger("service.reconcile").setLevel(logging.INFO)
-            logging.getLogger("service.refit").setLevel(logging.INFO)
+            logging.getLogger("service.usecases.nightly.passes").setLevel(logging.INFO)
+            logging.getLogger("service.usecases.refit").setLevel(logging.INFO)
             app = build(settings)
             nightly_pass(app)
             app.close()

@@ -12,18 +12,19 @@ from typing import TYPE_CHECKING
 
 from service import environment
 from service.app import Adapters, Policy, Reckon
-from service.domain import InputError, SchemaStatus
-from service.hardware import Catalog, build_catalog
+from service.domain.errors import InputError
+from service.domain.hardware import Catalog, build_catalog
+from service.domain.records import SchemaStatus
 from service.ports import Clock
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from service.adapters.db.unit_of_work import SqlUnitOfWork
+    from service.adapters.mlflow.launch import MlflowLaunchRuns
+    from service.adapters.mlflow.source import MlflowRunSource
+    from service.calibration.model import Prior
     from service.config import Settings
-    from service.db.unit_of_work import SqlUnitOfWork
-    from service.factor_model import Prior
-    from service.mlflow_launch import MlflowLaunchRuns
-    from service.mlflow_source import MlflowRunSource
     from service.ports import PassLock
     from service.profiles import ProfileSet
 
@@ -52,7 +53,7 @@ class _Wiring:
 
     @cached_property
     def raw_engine(self) -> Engine:
-        from service.db.engine import make_engine
+        from service.adapters.db.engine import make_engine
 
         return make_engine(self.settings.database_url)
 
@@ -76,17 +77,17 @@ class _Wiring:
         return _Schema(lambda: self.raw_engine)
 
     def unit_of_work(self) -> SqlUnitOfWork:
-        from service.db.unit_of_work import SqlUnitOfWork
+        from service.adapters.db.unit_of_work import SqlUnitOfWork
 
         return SqlUnitOfWork(self.engine)
 
     def reader(self) -> SqlUnitOfWork:
-        from service.db.unit_of_work import SqlUnitOfWork
+        from service.adapters.db.unit_of_work import SqlUnitOfWork
 
         return SqlUnitOfWork(self.read_engine)
 
     def run_source(self) -> MlflowRunSource:
-        from service.mlflow_source import MlflowRunSource
+        from service.adapters.mlflow.source import MlflowRunSource
 
         settings = self.settings
         if not settings.mlflow_tracking_uri:
@@ -106,20 +107,20 @@ class _Wiring:
         return load_profile_set(settings.profiles_file, settings.throughput_metric)
 
     def launch_runs(self) -> MlflowLaunchRuns:
-        from service.mlflow_launch import MlflowLaunchRuns
+        from service.adapters.mlflow.launch import MlflowLaunchRuns
 
         if not self.settings.mlflow_tracking_uri:
             raise InputError("MLFLOW_TRACKING_URI is not set; point it at the MLflow server")
         return MlflowLaunchRuns(self.settings.mlflow_tracking_uri)
 
     def pass_lock(self) -> PassLock:
-        from service.db import locks
+        from service.adapters.db import locks
 
         return locks.pass_lock(self.engine)
 
     @cached_property
     def prior(self) -> Prior:
-        from service import priors
+        from service.calibration import priors
 
         return priors.default_prior()
 
@@ -133,14 +134,14 @@ class _Wiring:
 
 
 class _Schema:
-    """SchemaAdmin over Alembic (service/db/migrate.py)."""
+    """SchemaAdmin over Alembic (service/adapters/db/migrate.py)."""
 
     def __init__(self, engine: Callable[[], Engine]) -> None:
         self._engine = engine
 
     def status(self) -> SchemaStatus:
-        from service.db import migrate
-        from service.db.engine import safe_url
+        from service.adapters.db import migrate
+        from service.adapters.db.engine import safe_url
 
         engine = self._engine()
         return SchemaStatus(
@@ -150,13 +151,13 @@ class _Schema:
         )
 
     def upgrade(self) -> SchemaStatus:
-        from service.db import migrate
+        from service.adapters.db import migrate
 
         migrate.upgrade(self._engine())
         return self.status()
 
     def ensure(self, *, create: bool = True) -> None:
-        from service.db import migrate
+        from service.adapters.db import migrate
 
         migrate.ensure_schema(self._engine(), create=create)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.domain import DEFAULT_HALF_LIFE_DAYS, InputError
+from service.domain.errors import InputError
+from service.domain.values import DEFAULT_HALF_LIFE_DAYS
 from service.environment import HARDWARE_FILE_VARIABLE
 
 DEFAULT_DATABASE_URL = "sqlite:///reckon.db"  # relative: a file in the working directory

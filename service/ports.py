@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from service.domain import (
+from service.domain.records import (
     ObservedRun,
     PassRecord,
     PendingTags,
@@ -20,8 +20,8 @@ from service.domain import (
 )
 
 if TYPE_CHECKING:  # the refit's types need numpy; the ports are imported at start-up
-    from service.factor_model import FactorSet
-    from service.observations import ObservationArrays
+    from service.calibration.model import FactorSet
+    from service.calibration.observations import ObservationArrays
 
 
 class RunSource(Protocol):
@@ -349,7 +349,7 @@ class SchemaAdmin(Protocol):
 
 
 class LaunchRuns(Protocol):
-    """The MLflow runs `reckon launch` creates and ends (adapter: service/mlflow_launch.py)."""
+    """The MLflow runs `reckon launch` creates and ends (adapter: service/adapters/mlflow/launch.py)."""
 
     tracking_uri: str
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from service import estimates
-from service.domain import Estimate, EstimateRequest
-from service.hardware import build_catalog
-from service.inputs import RawInputs
+from service.domain.hardware import build_catalog
+from service.domain.inputs import RawInputs
+from service.domain.values import Estimate, EstimateRequest
+from service.usecases import estimates
 
 SEED_INPUTS: dict[str, Any] = {
     "params": 7e9,

@@ -12,10 +12,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from service import priors
 from service.app import Adapters, Policy, Reckon
 from service.bootstrap import SystemClock
-from service.domain import (
+from service.calibration import priors
+from service.calibration.model import FactorSet
+from service.calibration.observations import Observation, ObservationArrays
+from service.domain.errors import UnavailableError
+from service.domain.hardware import build_catalog
+from service.domain.records import (
     ESTIMATE_TAG,
     TERMINAL_STATUSES,
     ObservedRun,
@@ -27,11 +31,7 @@ from service.domain import (
     ScanWindow,
     SchemaStatus,
     Skip,
-    UnavailableError,
 )
-from service.factor_model import FactorSet
-from service.hardware import build_catalog
-from service.observations import Observation, ObservationArrays
 
 
 @dataclass

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.domain import (
-    PassRecord,
-    SchemaStatus,
-    Skip,
-    fields_of,
-)
+from service.domain.records import PassRecord, SchemaStatus, Skip
+from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
-from service.results import (
-    FactorHistory,
-    FactorsAnswer,
-    Health,
-    Jobs,
-)
+from service.usecases.results import FactorHistory, FactorsAnswer, Health, Jobs
 
 if TYPE_CHECKING:
-    from service.factor_model import FactorSet, SegmentFactors
-    from service.importing import ImportOutcome
-    from service.launch import LaunchOutcome
-    from service.reconcile import PassOutcome
-    from service.refit import RefitOutcome
+    from service.calibration.model import FactorSet, SegmentFactors
+    from service.usecases.importing import ImportOutcome
+    from service.usecases.launch import LaunchOutcome
+    from service.usecases.nightly.passes import PassOutcome
+    from service.usecases.refit import RefitOutcome
 
 
 def skip_view(skip: Skip) -> JSON:

@@ -6,19 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from service.comparison import human_line
-from service.domain import (
-    Estimate,
-    EstimateRequest,
-    Plan,
-    Reconciliation,
-    RunningProjection,
-    SavedEstimate,
-    fields_of,
-)
-from service.hardware import GpuSpec
-from service.inputs import ESTIMATE_INPUTS
-from service.results import (
+from service.domain.comparison import human_line
+from service.domain.hardware import GpuSpec
+from service.domain.inputs import ESTIMATE_INPUTS
+from service.domain.records import Reconciliation, RunningProjection, SavedEstimate
+from service.domain.units import format_duration
+from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
+from service.usecases.results import (
     Answer,
     EstimateDetail,
     PlanAnswer,
@@ -26,16 +20,15 @@ from service.results import (
     Sensitivity,
     Unlinked,
 )
-from service.units import format_duration
 
 if TYPE_CHECKING:
-    from service.calibrated import Calibrated
+    from service.calibration.calibrated import Calibrated
 
 JSON = dict[str, Any]
 
 
 def request_view(request: EstimateRequest) -> JSON:
-    """The validated inputs, under the names of `service.inputs.ESTIMATE_INPUTS`."""
+    """The validated inputs, under the names of `service.domain.inputs.ESTIMATE_INPUTS`."""
     model, hardware, factors = request.model, request.hardware, request.factors
     values = {
         "params": model.params,

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.comparison import human_line
-from service.domain import Reconciliation, RunningProjection
+from service.domain.comparison import human_line
+from service.domain.records import Reconciliation, RunningProjection
+from service.domain.units import format_duration
 from service.presenters import report_charts as charts
 from service.presenters.json_views import running_view
 from service.presenters.report_charts import Row, accuracy_rows, finite, segment
-from service.results import ReportData
-from service.units import format_duration
+from service.usecases.results import ReportData
 
 SCATTER = "scatter.png"
 ERROR = "error.png"

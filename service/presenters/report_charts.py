@@ -13,9 +13,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter
 
-from service.domain import Reconciliation
-from service.factor_model import SegmentFactors
-from service.results import FactorHistory
+from service.calibration.model import SegmentFactors
+from service.domain.records import Reconciliation
+from service.usecases.results import FactorHistory
 
 NOMINAL_COVERAGE = 0.8  # a P10-P90 range should hold 80% of outcomes
 DPI = 110

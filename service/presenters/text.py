@@ -6,19 +6,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from service.comparison import human_line
-from service.domain import (
-    Estimate,
-    Plan,
-    Reconciliation,
-    RunningProjection,
-    SavedEstimate,
-    SchemaStatus,
-)
-from service.hardware import PRECISIONS, GpuSpec
+from service.domain.comparison import human_line
+from service.domain.hardware import PRECISIONS, GpuSpec
+from service.domain.records import Reconciliation, RunningProjection, SavedEstimate, SchemaStatus
+from service.domain.units import format_duration
+from service.domain.values import Estimate, Plan
 from service.presenters.json_loop import factors_view
 from service.presenters.json_views import running_view
-from service.results import (
+from service.usecases.results import (
     Answer,
     EstimateDetail,
     FactorHistory,
@@ -28,11 +23,10 @@ from service.results import (
     Sensitivity,
     Unlinked,
 )
-from service.units import format_duration
 
 if TYPE_CHECKING:
-    from service.importing import ImportOutcome
-    from service.reconcile import PassOutcome
+    from service.usecases.importing import ImportOutcome
+    from service.usecases.nightly.passes import PassOutcome
 
 
 def estimate_text(result: Estimate) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from service.domain import RunObservables
+from service.domain.records import RunObservables
 from service.profiles.builtin import DEFAULT_THROUGHPUT_METRIC, FRAMEWORKS, reckon_profile
 from service.profiles.derive import HistoryReader, Point, RunRecord, derive
 from service.profiles.mapping_file import load_mapping_file

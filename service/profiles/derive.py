@@ -19,7 +19,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from service.domain import Recompute, RunObservables
+from service.domain.records import RunObservables
+from service.domain.values import Recompute
 from service.profiles.run_config import RunConfig
 from service.profiles.spec import Profile, Scope
 

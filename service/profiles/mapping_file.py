@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, cast
 
-from service.domain import InputError
+from service.domain.errors import InputError
 from service.profiles.spec import QUANTITIES, UNITS, Profile, Quantity, Scope, Spec, Statistic
 
 _COMPUTE = ("throughput", "flops", "steps", "runtime")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from service.domain import RECOMPUTE_MODES, Recompute
+from service.domain.values import RECOMPUTE_MODES, Recompute
 
 GPU_TAG = "reckon.gpu"
 GPUS_TAG = "reckon.gpus"

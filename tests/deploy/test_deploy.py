@@ -22,10 +22,10 @@ import yaml
 from fastapi.testclient import TestClient
 from kubernetes_validate import utils as kubernetes
 
-from service import probe
-from service.api import create_app
 from service.bootstrap import build
 from service.config import Settings
+from service.entrypoints import probe
+from service.entrypoints.api import create_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"
@@ -307,7 +307,7 @@ def test_the_image_checks_liveness_with_the_probe_module() -> None:
     (healthcheck,) = [args for name, args in final_stage() if name == "HEALTHCHECK"]
 
     command = json.loads(healthcheck.split("CMD", 1)[1])
-    assert command[:3] == ["python", "-m", "service.probe"]
+    assert command[:3] == ["python", "-m", "service.entrypoints.probe"]
     assert command[3].endswith("/livez")
 
 

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import MlflowServer, make_training_run
-from service.api import create_app
 from service.bootstrap import build
 from service.config import Settings
-from service.domain import ESTIMATE_TAG
+from service.domain.records import ESTIMATE_TAG
+from service.entrypoints.api import create_app
 
 pytestmark = pytest.mark.mlflow
 

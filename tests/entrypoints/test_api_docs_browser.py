@@ -20,10 +20,10 @@ import pytest
 import uvicorn
 
 from demo.mlflow_server import free_port
-from service.api import create_app
-from service.api_docs import ASSETS_URL
 from service.bootstrap import build
 from service.config import Settings
+from service.entrypoints.api import create_app
+from service.entrypoints.api.docs import ASSETS_URL
 from tests.entrypoints.test_dashboard_browser import (  # the one headless Chromium driver
     Browser,
     browser,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api import create_app
 from service.app import Policy
+from service.entrypoints.api import create_app
 from tests.fakes import fake_app
 
 SEED = {

@@ -1,4 +1,4 @@
-"""The estimator's command line through its real entry point, `service.cli.main(argv)`:
+"""The estimator's command line through its real entry point, `service.entrypoints.cli.main(argv)`:
 what a planner types, what they read back, and the one-line errors with exit code 2."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from service.cli import cli, main
+from service.entrypoints.cli import cli, main
 
 SECONDS_PER_DAY = 86400.0
 

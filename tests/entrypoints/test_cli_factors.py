@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from service.api import create_app
 from service.bootstrap import build
-from service.cli import main
 from service.config import Settings
+from service.entrypoints.api import create_app
+from service.entrypoints.cli import main
 from tests.integration.history import Truth, simulate
 
 A100 = Truth("a100-80gb", "bf16", 0.30, 0.10)

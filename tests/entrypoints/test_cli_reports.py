@@ -11,9 +11,9 @@ from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, make_training_run
-from service.cli import main
-from service.db import locks
-from service.domain import ESTIMATE_TAG
+from service.adapters.db import locks
+from service.domain.records import ESTIMATE_TAG
+from service.entrypoints.cli import main
 from tests.builders import SEED_ARGS
 
 pytestmark = pytest.mark.mlflow

@@ -33,14 +33,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from mlflow.tracking import MlflowClient
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, free_port, make_training_run
-from service import estimates
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG
-from service.hardware import build_catalog
+from service.domain.hardware import build_catalog
+from service.domain.records import ESTIMATE_TAG
 from service.presenters import dashboard
+from service.usecases import estimates
 from tests.builders import an_estimate
 
 CHROMIUM = "/usr/bin/chromium"

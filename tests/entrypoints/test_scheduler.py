@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from apscheduler.triggers.date import DateTrigger
 from mlflow.tracking import MlflowClient
+from service.adapters.db.tables import ReconcilePassRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, select
 
 from demo.mlflow_server import MlflowServer, RunSpec, create_runs, free_port
-from service import estimates
 from service.bootstrap import build
 from service.config import Settings
-from service.db.tables import ReconcilePassRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG
-from service.scheduler import build_scheduler
+from service.domain.records import ESTIMATE_TAG
+from service.entrypoints.scheduler import build_scheduler
+from service.usecases import estimates
 from tests.builders import an_estimate
 from tests.databases import postgres_base_url
 

@@ -18,7 +18,7 @@ HEAVY = (
 MODEL = ["--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb"]
 PROBE = """
 import json, sys
-from service.cli import main
+from service.entrypoints.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "loaded": sorted(m for m in HEAVY if m in sys.modules)}))
 """

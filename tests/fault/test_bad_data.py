@@ -8,15 +8,15 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 
+from service.adapters.db.tables import ReconciliationRow, SkippedRunRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, select
 
-from service import estimates
+from service.adapters.db import locks
 from service.bootstrap import SystemClock
-from service.db import locks
-from service.db.tables import ReconciliationRow, SkippedRunRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ObservedRun
-from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.domain.records import ObservedRun
+from service.usecases import estimates
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 from tests.fakes import FakeRunSource
 

@@ -12,15 +12,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, text
 
-from service import bounds, estimates, flops
-from service.db import migrate
-from service.db.engine import make_engine
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import Hardware, InputError, Model, SavedEstimate, UnavailableError
-from service.mlflow_source import MlflowRunSource
-from service.mlflow_support import from_ms
+from service.adapters.db import migrate
+from service.adapters.mlflow.source import MlflowRunSource
+from service.adapters.mlflow.support import from_ms
+from service.domain import bounds, flops
+from service.domain.errors import InputError, UnavailableError
+from service.domain.records import SavedEstimate
+from service.domain.values import Hardware, Model
+from service.usecases import estimates
 from tests.builders import a_request, an_estimate
 from tests.fault.entry import ROOT, reckon
 
@@ -124,7 +127,7 @@ def test_mlflow_times_no_datetime_holds_are_missing(value: int | None) -> None:
 
 
 def test_column_bounds_match_the_tables() -> None:
-    from service.db.tables import EstimateRow, MlflowRunRow, RunLinkRow, SkippedRunRow
+    from service.adapters.db.tables import EstimateRow, MlflowRunRow, RunLinkRow, SkippedRunRow
 
     assert EstimateRow.__table__.c.id.type.length == bounds.ESTIMATE_ID_CHARS  # type: ignore[attr-defined]
     assert SkippedRunRow.__table__.c.estimate_id.type.length == bounds.ESTIMATE_ID_CHARS  # type: ignore[attr-defined]
@@ -136,8 +139,8 @@ def test_column_bounds_match_the_tables() -> None:
 
 _OPEN = """
 import sys
-from service.db import migrate
-from service.db.engine import make_engine
+from service.adapters.db import migrate
+from service.adapters.db.engine import make_engine
 migrate.ensure_schema(make_engine(sys.argv[1]))
 """
 

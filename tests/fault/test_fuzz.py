@@ -184,10 +184,11 @@ def test_every_route_answers_hostile_parameters_without_a_500(database_url: str)
 def test_metrics_report_the_tags_still_owed(database_url: str) -> None:
     from datetime import UTC, datetime
 
-    from service import estimates
-    from service.db.engine import make_engine
-    from service.db.unit_of_work import SqlUnitOfWork
-    from service.domain import PendingTags
+    from service.adapters.db.engine import make_engine
+    from service.adapters.db.unit_of_work import SqlUnitOfWork
+
+    from service.domain.records import PendingTags
+    from service.usecases import estimates
     from tests.builders import an_estimate
 
     engine = make_engine(database_url)

@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from service.adapters.db.tables import PassClaimRow, ReconcilePassRow, TagOutboxRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, insert, select, text
 
+from service.adapters.db import locks
 from service.bootstrap import SystemClock
-from service.db import locks
-from service.db.tables import PassClaimRow, ReconcilePassRow, TagOutboxRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ConflictError, UnavailableError
-from service.reconcile import PassOptions, PassOutcome, run_pass
-from service.write_back import WRITE_BACK_THREADS, owed_tags
+from service.domain.errors import ConflictError, UnavailableError
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases.nightly.write_back import WRITE_BACK_THREADS, owed_tags
 from tests.fakes import FakeRunSource
 from tests.fault.test_bad_data import a_run, save
 

@@ -16,17 +16,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from mlflow.tracking import MlflowClient
+from service.adapters.db.tables import ReconcilePassRow, ReconciliationRow, TagOutboxRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, func, select
 
 from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, RunSpec, create_runs
-from service import estimates
+from service.adapters.db import locks
+from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
-from service.db import locks
-from service.db.tables import ReconcilePassRow, ReconciliationRow, TagOutboxRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow
-from service.mlflow_source import MlflowRunSource
-from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
+from service.usecases import estimates
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 from tests.fault.entry import ROOT
 
@@ -68,7 +68,13 @@ def reckon_process(
         "RECKON_EXPERIMENTS": experiment_id,
     }
     return subprocess.Popen(
-        [sys.executable, "-c", "from service.cli import run; run()", "reconcile", "--full"],
+        [
+            sys.executable,
+            "-c",
+            "from service.entrypoints.cli import run; run()",
+            "reconcile",
+            "--full",
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

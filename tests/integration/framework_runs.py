@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import to_ms
 
-H100_BF16 = 989e12  # h100-sxm dense bf16, service/hardware.py
+H100_BF16 = 989e12  # h100-sxm dense bf16, service/domain/hardware.py
 BATCH_LIMIT = 1000  # metrics per log_batch call (MLflow's limit)
 
 

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
-from service import comparison, estimates
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ObservedRun
+from service.domain import comparison
+from service.domain.records import ObservedRun
+from service.usecases import estimates
 from tests.builders import an_estimate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

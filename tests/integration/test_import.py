@@ -13,26 +13,27 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer
-from service import priors
+from service.adapters.db import locks
+from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
-from service.cli import main
-from service.db import locks
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import OVERHEAD_CLAMPED, InputError, Reconciliation, SavedEstimate
-from service.hardware import build_catalog
-from service.importing import ImportOptions, ImportOutcome, import_runs
-from service.mlflow_source import MlflowRunSource
-from service.reconcile import PassOptions, run_pass
+from service.calibration import priors
+from service.domain.errors import InputError
+from service.domain.hardware import build_catalog
+from service.domain.records import OVERHEAD_CLAMPED, Reconciliation, SavedEstimate
+from service.entrypoints.cli import main
+from service.usecases.importing import ImportOptions, ImportOutcome, import_runs
+from service.usecases.nightly.passes import PassOptions, run_pass
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
 
 pytestmark = pytest.mark.mlflow
 
 DATA = Path(__file__).parents[1] / "data" / "trainer_runs"
-H100_FP32 = 67e12  # h100-sxm dense fp32, service/hardware.py
+H100_FP32 = 67e12  # h100-sxm dense fp32, service/domain/hardware.py
 
 
 def started(days_ago: float) -> datetime:

@@ -17,19 +17,20 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, free_port
-from service import estimates
+from service.adapters.db import locks
+from service.adapters.mlflow.launch import MlflowLaunchRuns
+from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
-from service.db import locks
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG, InputError, NotFoundError, UnavailableError
-from service.launch import LaunchOptions, exit_status, launch
-from service.launch import experiment_name as launch_experiment
-from service.mlflow_launch import MlflowLaunchRuns
-from service.mlflow_source import MlflowRunSource
-from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.domain.errors import InputError, NotFoundError, UnavailableError
+from service.domain.records import ESTIMATE_TAG
+from service.usecases import estimates
+from service.usecases.launch import LaunchOptions, exit_status, launch
+from service.usecases.launch import experiment_name as launch_experiment
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow

@@ -20,8 +20,9 @@ from demo.mlflow_server import (
     to_ms,
     unique_name,
 )
-from service.domain import ESTIMATE_TAG, NotFoundError, ObservedRun, ScanWindow, UnavailableError
-from service.mlflow_source import MlflowRunSource
+from service.adapters.mlflow.source import MlflowRunSource
+from service.domain.errors import NotFoundError, UnavailableError
+from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
 
 pytestmark = pytest.mark.mlflow
 
@@ -403,7 +404,7 @@ def test_a_dead_server_is_retried_then_unavailable_quickly_and_the_password_stay
     assert "secret" not in message
     assert f"http://127.0.0.1:{port}" in message
     assert "\n" not in message
-    retries = [r.getMessage() for r in caplog.records if r.name == "service.mlflow_source"]
+    retries = [r.getMessage() for r in caplog.records if r.name == "service.adapters.mlflow.source"]
     assert len(retries) == 2
     assert not any("secret" in line for line in retries)
 

@@ -1,4 +1,4 @@
-"""The pass judges page by page and applies in one final transaction (service/reconcile.py):
+"""The pass judges page by page and applies in one final transaction (service/usecases/nightly/passes.py):
 an estimate whose runs span pages is judged over all of them, and a link made or undone
 by hand while the pass pages is honoured, not overwritten by what the pages concluded.
 Real databases (SQLite, and PostgreSQL when configured); runs from an in-memory source."""
@@ -8,15 +8,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from service.adapters.db.tables import ReconciliationRow, RunLinkRow, SkippedRunRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, select
 
-from service import estimates
+from service.adapters.db import locks
 from service.bootstrap import SystemClock
-from service.db import locks
-from service.db.tables import ReconciliationRow, RunLinkRow, SkippedRunRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ObservedRun
-from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.domain.records import ObservedRun
+from service.usecases import estimates
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 from tests.fakes import FakeRunSource
 

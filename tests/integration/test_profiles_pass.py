@@ -8,16 +8,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from mlflow.tracking import MlflowClient
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, make_training_run
-from service import estimates, mlflow_source
+from service.adapters.db import locks
+from service.adapters.mlflow import source as mlflow_source
+from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
-from service.db import locks
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG
-from service.mlflow_source import MlflowRunSource
-from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.domain.records import ESTIMATE_TAG
+from service.usecases import estimates
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth

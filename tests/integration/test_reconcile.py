@@ -10,20 +10,26 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from mlflow.tracking import MlflowClient
+from service.adapters.db.pass_repositories import WatermarkRepository
+from service.adapters.db.tables import (
+    ReconcilePassRow,
+    ReconciliationRow,
+    SkippedRunRow,
+    StagedRunRow,
+)
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, func, select
 
 from demo.mlflow_server import MlflowServer, RunSpec, create_runs, make_training_run
-from service import estimates, queries
+from service.adapters.db import locks
+from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
-from service.cli import main
-from service.db import locks
-from service.db.pass_repositories import WatermarkRepository
-from service.db.tables import ReconcilePassRow, ReconciliationRow, SkippedRunRow, StagedRunRow
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ESTIMATE_TAG, ObservedRun, ScanWindow, UnavailableError
-from service.hardware import build_catalog
-from service.mlflow_source import MlflowRunSource
-from service.reconcile import PassOptions, PassOutcome, run_pass
+from service.domain.errors import UnavailableError
+from service.domain.hardware import build_catalog
+from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
+from service.entrypoints.cli import main
+from service.usecases import estimates, queries
+from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
 from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow

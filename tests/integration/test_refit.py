@@ -10,9 +10,9 @@ from sqlalchemy import Engine
 
 from service.app import Reckon
 from service.bootstrap import build
-from service.cli import main
 from service.config import Settings
-from service.inputs import parse_inputs
+from service.domain.inputs import parse_inputs
+from service.entrypoints.cli import main
 from service.presenters.json_loop import factor_history_view, factors_view
 from tests.builders import SEED_ARGS, SEED_INPUTS
 from tests.integration.history import START, Truth, simulate

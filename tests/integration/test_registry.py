@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 
 import pytest
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
-from service import estimates
-from service.db.unit_of_work import SqlUnitOfWork
-from service.domain import ConflictError, Interval, NotFoundError
-from service.hardware import build_catalog
+from service.domain.errors import ConflictError, NotFoundError
+from service.domain.hardware import build_catalog
+from service.domain.values import Interval
+from service.usecases import estimates
 from tests.builders import NOW, an_estimate
 
 

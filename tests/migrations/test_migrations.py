@@ -11,15 +11,15 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from service.adapters.db.engine import make_engine, sqlite_file
+from service.adapters.db.tables import Base
 from sqlalchemy import Engine, inspect
 
-from service.db import migrate
-from service.db.engine import make_engine, sqlite_file
-from service.db.tables import Base
-from service.domain import NotFoundError
+from service.adapters.db import migrate
+from service.domain.errors import NotFoundError
 from tests.databases import empty_database
 
-VERSIONS = migrate.MIGRATIONS_DIR / "versions"
+VERSIONS = migrate.migrations_dir() / "versions"
 
 
 @pytest.fixture
@@ -94,12 +94,12 @@ def test_revisions_import_nothing_from_service_and_really_downgrade(path: Path) 
     assert not all(isinstance(statement, ast.Pass) for statement in downgrade.body)
 
 
-def test_the_tree_lives_inside_the_package_so_a_wheel_carries_it() -> None:
+def test_a_checkout_migrates_from_the_top_level_tree() -> None:
     import service
 
-    package = Path(service.__file__).resolve().parent
+    checkout = Path(service.__file__).resolve().parents[1]
 
-    assert migrate.migrations_dir() == package / "migrations"
+    assert migrate.migrations_dir() == checkout / "migrations"
     assert sorted(VERSIONS.glob("*.py"))
 
 

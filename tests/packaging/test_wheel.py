@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the build reads: the package and the metadata that names it.
-SOURCE_ITEMS = ("service", "pyproject.toml", "README.md")
+SOURCE_ITEMS = ("service", "migrations", "pyproject.toml", "README.md")
 BUILD_SECONDS = 300
 INSTALL_SECONDS = 900
 COMMAND_SECONDS = 120
@@ -136,6 +136,17 @@ def test_the_installed_package_is_the_wheel_not_this_checkout(
     location = Path(out.splitlines()[0]).resolve()
     assert location.is_relative_to(installed.bin.parent.resolve())
     assert not location.is_relative_to(ROOT)
+
+
+def test_the_wheel_carries_the_migrations_inside_the_package_only(installed: Installed) -> None:
+    import zipfile
+
+    names = zipfile.ZipFile(installed.wheel).namelist()
+
+    assert "service/migrations/env.py" in names
+    assert "service/migrations/script.py.mako" in names
+    assert any(n.startswith("service/migrations/versions/") for n in names)
+    assert not [n for n in names if n.startswith("migrations/")]
 
 
 def test_a_wheel_install_migrates_saves_and_reads_in_an_empty_directory(

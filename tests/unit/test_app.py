@@ -9,14 +9,9 @@ from typing import Any
 
 import pytest
 
-from service.domain import (
-    ConflictError,
-    InputError,
-    NotFoundError,
-    ObservedRun,
-    UnavailableError,
-)
-from service.inputs import parse_inputs
+from service.domain.errors import ConflictError, InputError, NotFoundError, UnavailableError
+from service.domain.inputs import parse_inputs
+from service.domain.records import ObservedRun
 from tests.builders import SEED_INPUTS
 from tests.fakes import FakeWorld, fake_app
 

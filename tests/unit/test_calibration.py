@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from service.backtest import backtest, score_fixed
-from service.factor_model import (
+from service.calibration.backtest import backtest, score_fixed
+from service.calibration.fit import fit
+from service.calibration.model import (
     Z90,
     FitParameters,
     Prior,
@@ -22,8 +23,7 @@ from service.factor_model import (
     predict_wall_seconds,
     prior_factors,
 )
-from service.fit import fit
-from service.observations import Observation, ObservationArrays
+from service.calibration.observations import Observation, ObservationArrays
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PRIOR = Prior(utilization=0.37, overhead=0.09, log_sigma=0.5, sources=("test",))

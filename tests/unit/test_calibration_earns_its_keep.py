@@ -10,12 +10,13 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from service import backtest, gate
-from service.domain import EstimateRequest, Factors, Hardware, InputError, Model
-from service.factor_model import FitParameters, Prior, interval, lookup, wall_quantile
-from service.fit import fit
-from service.observations import Observation, ObservationArrays
-from service.planning import calibrated_plan, calibrated_wall
+from service.calibration import backtest, gate
+from service.calibration.calibrated_plans import calibrated_plan, calibrated_wall
+from service.calibration.fit import fit
+from service.calibration.model import FitParameters, Prior, interval, lookup, wall_quantile
+from service.calibration.observations import Observation, ObservationArrays
+from service.domain.errors import InputError
+from service.domain.values import EstimateRequest, Factors, Hardware, Model
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PRIOR = Prior(utilization=0.37, overhead=0.09, log_sigma=0.5, sources=("test",))
@@ -285,7 +286,7 @@ def test_calibrated_plan_rejects_a_confidence_outside_zero_to_one() -> None:
 
 
 def test_the_accuracy_table_says_why_a_worse_segment_within_noise_did_not_fall_back() -> None:
-    from service.accuracy import _why_not_fallen_back
+    from service.usecases.accuracy import _why_not_fallen_back
 
     tie = gate.Evidence("own", 20, 0.081, 0.076, False, 0.62)
     few = gate.Evidence("too few", 2, None, None, None)

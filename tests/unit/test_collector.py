@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from service import collector
+from service.usecases.nightly import collector
 
 
 def test_the_collector_is_paused_for_the_block_and_resumes_after_the_outermost() -> None:

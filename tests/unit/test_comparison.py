@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service import comparison
-from service.domain import ObservedRun, SavedEstimate
+from service.domain import comparison
+from service.domain.records import ObservedRun, SavedEstimate
 from tests.builders import an_estimate
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from service.crossed import crossed_effects
-from service.factor_model import lookup
-from service.fit import fit
+from service.calibration.crossed import crossed_effects
+from service.calibration.fit import fit
+from service.calibration.model import lookup
 from tests.unit.test_calibration_earns_its_keep import PRIOR, a_run
 
 

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from fastapi.testclient import TestClient
 
-from service.accuracy import GROUPINGS
-from service.api import create_app
 from service.app import Policy
-from service.domain import ACCURACY_GROUPINGS, Reconciliation
+from service.domain.records import ACCURACY_GROUPINGS, Reconciliation
+from service.entrypoints.api import create_app
+from service.usecases.accuracy import GROUPINGS
 from tests.fakes import fake_app
 
 

@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
-from service import estimates, flops
-from service.domain import (
+from service.domain import flops
+from service.domain.errors import InputError
+from service.domain.hardware import build_catalog
+from service.domain.values import (
     EstimateRequest,
     Factors,
     Hardware,
-    InputError,
     Model,
     Recompute,
     SensitivityRow,
 )
-from service.hardware import build_catalog
+from service.usecases import estimates
 from tests.builders import a_request
 
 A100_BF16_PEAK = 312e12

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service import flops
-from service.domain import EstimateRequest, Factors, Hardware, Model, Recompute
+from service.domain import flops
+from service.domain.values import EstimateRequest, Factors, Hardware, Model, Recompute
 
 # Deterministic and bounded, so the suite is reproducible and fast.
 PROPERTY_SETTINGS = settings(max_examples=100, derandomize=True, database=None, deadline=None)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.domain import InputError
-from service.hardware import (
+from service.domain.errors import InputError
+from service.domain.hardware import (
     BUILTIN_GPUS,
     PRECISIONS,
     Catalog,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from service.mlflow_rest import page_of
+from service.adapters.mlflow.rest import page_of
 
 
 def test_a_search_page_reads_as_the_entities_would() -> None:

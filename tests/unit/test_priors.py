@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.priors import (
+from service.calibration.priors import (
     default_prior,
     parse_published_runs,
     prior_from_runs,

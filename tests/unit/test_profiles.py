@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service.domain import InputError
+from service.domain.errors import InputError
 from service.profiles import Point, ProfileSet, RunRecord, load_profile_set
 from service.profiles.derive import steady
 from service.profiles.mapping_file import load_mapping_file

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from service.comparison import human_line
-from service.domain import Reconciliation, RunningProjection
-from service.factor_model import FactorSet, SegmentFactors
+from service.calibration.model import FactorSet, SegmentFactors
+from service.domain.comparison import human_line
+from service.domain.records import Reconciliation, RunningProjection
 from service.presenters.json_views import running_view
 from service.presenters.report import write_report
-from service.results import FactorHistory, ReportData
+from service.usecases.results import FactorHistory, ReportData
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CHARTS = ("scatter.png", "error.png", "factors.png", "coverage.png")

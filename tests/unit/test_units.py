@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from service.domain import InputError
-from service.units import format_duration, parse_count, parse_duration_seconds, parse_since
+from service.domain.errors import InputError
+from service.domain.units import format_duration, parse_count, parse_duration_seconds, parse_since
 
 MINUTE = 60
 HOUR = 3600

@@ -1,0 +1,62 @@
+"""The write-back outbox: tags owed to MLflow runs, queued with the reconciliation they
+report and removed once written. None of these methods commits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from service.adapters.db.tables import TagOutboxRow
+from service.adapters.db.upsert import upsert
+from service.domain.records import PendingTags
+
+
+class OutboxRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None:
+        """Owe these tags; a newer result for the same run replaces the older one."""
+        rows = [
+            {
+                "run_id": item.run_id,
+                "estimate_id": item.estimate_id,
+                "tags": json.dumps(item.tags, sort_keys=True),
+                "pass_id": pass_id,
+                "queued_at": now,
+                "attempts": 0,
+                "last_error": None,
+            }
+            for item in items
+        ]
+        fields = ("estimate_id", "tags", "pass_id", "queued_at", "attempts", "last_error")
+        upsert(self._session, TagOutboxRow, rows, ["run_id"], fields)
+
+    def pending(self, limit: int) -> list[PendingTags]:
+        """The oldest owed tags first (fewest attempts first among equals)."""
+        table = TagOutboxRow.__table__
+        rows = self._session.execute(
+            select(table.c.run_id, table.c.estimate_id, table.c.tags)
+            .order_by(table.c.attempts, table.c.queued_at, table.c.run_id)
+            .limit(limit)
+        )
+        return [PendingTags(row.run_id, row.estimate_id, json.loads(row.tags)) for row in rows]
+
+    def written(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            self._session.execute(delete(TagOutboxRow).where(TagOutboxRow.run_id.in_(run_ids)))
+
+    def failed(self, run_ids: Sequence[str], error: str) -> None:
+        if run_ids:
+            self._session.execute(
+                update(TagOutboxRow)
+                .where(TagOutboxRow.run_id.in_(run_ids))
+                .values(attempts=TagOutboxRow.attempts + 1, last_error=error[:2000])
+            )
+
+    def count(self) -> int:
+        return self._session.scalar(select(func.count()).select_from(TagOutboxRow)) or 0

@@ -1,0 +1,61 @@
+"""Use case: estimates made with fitted factors (the active or a pinned factor set, else the
+published prior) and their P10/P50/P90. Apart from `estimates` because it needs the refit's
+numerical model (numpy), which the planning commands must not pay for at start-up."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from service.calibration import model as factor_model
+from service.calibration.model import FactorSet, Prior, SegmentFactors
+from service.domain.errors import NotFoundError
+from service.domain.hardware import Catalog
+from service.domain.values import Estimate, EstimateRequest, Factors, Interval
+from service.ports import UnitOfWork
+from service.usecases.estimates import compute
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """An estimate made with fitted factors, its P10/P50/P90 and where the factors came
+    from (the factor set version, None for the published prior, and the pooling level)."""
+
+    estimate: Estimate
+    interval: Interval
+    factors: SegmentFactors
+    factor_set: int | None
+
+
+def chosen_factor_set(uow: UnitOfWork, version: int | None) -> FactorSet | None:
+    """The active factor set, or the pinned `version` (which must exist)."""
+    with uow:
+        chosen = uow.factor_sets.active() if version is None else uow.factor_sets.get(version)
+    if version is not None and chosen is None:
+        raise NotFoundError(f"no factor set with version {version}")
+    return chosen
+
+
+def calibrated(
+    catalog: Catalog, request: EstimateRequest, chosen_set: FactorSet | None, prior: Prior
+) -> Calibrated:
+    """With the chosen factor set (without one, the published prior with its deliberately
+    wide range). A fitted utilization above 1 (a sign of a wrong peak in the catalog) is
+    capped at 1."""
+    segments = (
+        chosen_set.segments
+        if chosen_set is not None
+        else {factor_model.PRIOR_KEY: factor_model.prior_factors(prior)}
+    )
+    hardware = request.hardware
+    factors = factor_model.choose(
+        segments, hardware.gpu, hardware.precision, request.recompute, request.factors
+    )
+    fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
+    result = compute(catalog, dataclasses.replace(request, factors=fitted))
+    return Calibrated(
+        estimate=result,
+        interval=factor_model.interval(result.wall_seconds, factors),
+        factors=factors,
+        factor_set=None if chosen_set is None else chosen_set.version,
+    )

@@ -1,0 +1,175 @@
+"""Calibrated planning: wall time at a chosen quantile of the predictive distribution,
+the fewest GPUs whose wall time at that quantile meets a deadline, and the sensitivity
+table with P10/P50/P90 per row. Pure: a factor set's segments in, numbers out.
+
+The factors come from `factor_model.choose` (a segment that fell back uses the request's
+own factors, with the prior's spread). Their predictive distribution does not depend on the
+GPU count, so wall time at any quantile is exactly ∝ 1/gpus: the plan is a ceiling, and the
+search around it only guards the boundary against rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from service.calibration.model import SegmentFactors, choose, interval, wall_quantile
+from service.domain import flops
+from service.domain.errors import InputError
+from service.domain.flops import PeakLookup
+from service.domain.values import Estimate, EstimateRequest, Factors, Interval
+
+
+@dataclass(frozen=True)
+class CalibratedWall:
+    """An estimate at the calibrated P50 factors, its P10/P50/P90, and the wall time at
+    quantile `confidence` (`wall_seconds_at_confidence`)."""
+
+    estimate: Estimate
+    factors: SegmentFactors
+    interval: Interval
+    confidence: float
+    wall_seconds_at_confidence: float
+
+
+@dataclass(frozen=True)
+class CalibratedPlan:
+    """The fewest GPUs (a multiple of `multiple_of`) whose wall time at quantile
+    `confidence` is within the deadline, and the calibrated estimate at that count."""
+
+    deadline_seconds: float
+    gpus: int
+    multiple_of: int
+    confidence: float
+    wall: CalibratedWall
+
+
+@dataclass(frozen=True)
+class CalibratedSensitivityRow:
+    variable: str
+    value: str
+    wall_seconds: float  # P50
+    wall_seconds_p10: float
+    wall_seconds_p90: float
+    change_pct: float  # P50 against the base case's P50
+    is_base: bool
+    factor_segment: str
+    fallback: bool
+
+
+def calibrated_wall(
+    request: EstimateRequest,
+    peak_flops: float,
+    segments: Mapping[str, SegmentFactors],
+    confidence: float = 0.5,
+) -> CalibratedWall:
+    """Wall time of `request` at quantile `confidence` in (0, 1) with the set's factors."""
+    _check_confidence(confidence)
+    hardware = request.hardware
+    factors = choose(segments, hardware.gpu, hardware.precision, request.recompute, request.factors)
+    return _wall_with(request, peak_flops, factors, confidence)
+
+
+def calibrated_plan(
+    request: EstimateRequest,
+    peak_flops: float,
+    segments: Mapping[str, SegmentFactors],
+    deadline_seconds: float,
+    confidence: float = 0.5,
+    multiple_of: int = 1,
+) -> CalibratedPlan:
+    """The fewest GPUs, a multiple of `multiple_of` (8 for whole nodes of eight), whose
+    wall time at quantile `confidence` meets `deadline_seconds`."""
+    if not math.isfinite(deadline_seconds) or deadline_seconds <= 0:
+        raise InputError(f"deadline must be positive, got {deadline_seconds!r}")
+    if multiple_of < 1:
+        raise InputError(f"GPU multiple must be at least 1, got {multiple_of!r}")
+    _check_confidence(confidence)
+    hardware = request.hardware
+    factors = choose(segments, hardware.gpu, hardware.precision, request.recompute, request.factors)
+
+    def wall_at(gpus: int) -> float:
+        with_gpus = _with_gpus(request, gpus)
+        return _wall_with(with_gpus, peak_flops, factors, confidence).wall_seconds_at_confidence
+
+    steps = max(1, math.ceil(wall_at(multiple_of) / deadline_seconds))
+    while steps > 1 and wall_at((steps - 1) * multiple_of) <= deadline_seconds:
+        steps -= 1
+    while wall_at(steps * multiple_of) > deadline_seconds:
+        steps += 1
+    gpus = steps * multiple_of
+    chosen = _wall_with(_with_gpus(request, gpus), peak_flops, factors, confidence)
+    return CalibratedPlan(deadline_seconds, gpus, multiple_of, confidence, chosen)
+
+
+def calibrated_sensitivity(
+    request: EstimateRequest,
+    peak: PeakLookup,
+    segments: Mapping[str, SegmentFactors],
+    variations: dict[str, list[str]],
+) -> list[CalibratedSensitivityRow]:
+    """`flops.sensitivity` with calibrated factors: each row's P10/P50/P90 from the factors
+    of its own segment (varying the GPU or precision changes the segment). Rows that vary
+    utilization or overhead use that value in place of the calibrated one."""
+    base = _row_wall(request, request, "", peak, segments)
+    rows = []
+    for variable, values in variations.items():
+        for value in values:
+            varied = flops.vary(request, variable, value)
+            wall = _row_wall(request, varied, variable, peak, segments)
+            rows.append(
+                CalibratedSensitivityRow(
+                    variable=variable,
+                    value=value,
+                    wall_seconds=wall.interval.p50,
+                    wall_seconds_p10=wall.interval.p10,
+                    wall_seconds_p90=wall.interval.p90,
+                    change_pct=100.0 * (wall.interval.p50 / base.interval.p50 - 1.0),
+                    is_base=varied == request,
+                    factor_segment=wall.factors.segment,
+                    fallback=wall.factors.fallback,
+                )
+            )
+    return rows
+
+
+def _row_wall(
+    base: EstimateRequest,
+    varied: EstimateRequest,
+    variable: str,
+    peak: PeakLookup,
+    segments: Mapping[str, SegmentFactors],
+) -> CalibratedWall:
+    hardware = varied.hardware
+    factors = choose(segments, hardware.gpu, hardware.precision, varied.recompute, base.factors)
+    if variable == "utilization":
+        factors = dataclasses.replace(factors, utilization=varied.factors.utilization)
+    elif variable == "overhead":
+        factors = dataclasses.replace(factors, overhead=varied.factors.overhead)
+    return _wall_with(varied, peak(hardware.gpu, hardware.precision), factors, 0.5)
+
+
+def _wall_with(
+    request: EstimateRequest, peak_flops: float, factors: SegmentFactors, confidence: float
+) -> CalibratedWall:
+    # A fitted utilization above 1 means a wrong peak in the catalog: capped, as estimates do.
+    fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
+    result = flops.estimate(dataclasses.replace(request, factors=fitted), peak_flops)
+    return CalibratedWall(
+        estimate=result,
+        factors=factors,
+        interval=interval(result.wall_seconds, factors),
+        confidence=confidence,
+        wall_seconds_at_confidence=wall_quantile(result.wall_seconds, factors, confidence),
+    )
+
+
+def _with_gpus(request: EstimateRequest, gpus: int) -> EstimateRequest:
+    return dataclasses.replace(request, hardware=dataclasses.replace(request.hardware, gpus=gpus))
+
+
+def _check_confidence(confidence: float) -> None:
+    if not (math.isfinite(confidence) and 0.0 < confidence < 1.0):
+        raise InputError(f"confidence must be strictly between 0 and 1, got {confidence!r}")

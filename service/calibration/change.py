@@ -1,0 +1,81 @@
+"""Level shifts: has a segment's effective utilization stepped (a software upgrade, a new
+cluster) so that its older runs no longer describe it? Pure numpy; no I/O.
+
+The test. Per segment, its latest runs in end-time order (at most LOOKBACK). For each
+candidate split (the last k runs against the runs before them, k in CANDIDATE_AFTER with at
+least MIN_BEFORE runs before), the runs after are standardised by the median and robust
+scale of the runs before and clipped, at CLIP_FAST above (faster) and CLIP_SLOW below
+(slower): stragglers only ever make runs slower, so a run of them must not pass for a
+shift, and a slowdown needs a few more runs to be believed than a speed-up. The statistic
+is their mean × √k, deflated by √(1 + k/n_before) for the reference's own uncertainty.
+The largest |statistic| above `threshold` marks the change: every run of the segment that
+ended before the first run after the split weighs `discount` of what it did.
+With σ ≈ 0.09 in log space a +25% step (0.22) clears a threshold of 3.25 after three to five
+runs; no number of 2-3× stragglers among the last few fakes one
+(each counts at most CLIP_SLOW), while a real slowdown of 2.5σ shows within about six runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from service.calibration.robust import MAD_TO_SIGMA, FloatArray, IntArray
+
+LOOKBACK = 60
+MIN_BEFORE = 5
+CANDIDATE_AFTER = (3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32, 40, 50)
+CLIP_FAST = 3.0
+CLIP_SLOW = 1.5
+MIN_SCALE = 0.02  # log space: a reference of near-identical runs must not make noise a shift
+
+
+def shift_discount(
+    segments: IntArray,
+    ended_at: FloatArray,
+    values: FloatArray,
+    threshold: float,
+    discount: float,
+) -> FloatArray:
+    """Per row, 1.0 or `discount` (ended before its segment's detected level shift)."""
+    result = np.ones(values.size)
+    if values.size < MIN_BEFORE + CANDIDATE_AFTER[0]:
+        return result
+    by_end = np.argsort(ended_at, kind="stable")
+    order = by_end[np.argsort(segments[by_end], kind="stable")]
+    counts = np.bincount(segments[order])
+    ends = np.cumsum(counts)
+    for segment in np.flatnonzero(counts >= MIN_BEFORE + CANDIDATE_AFTER[0]).tolist():
+        rows = order[ends[segment] - counts[segment] : ends[segment]]
+        window = rows[-LOOKBACK:]
+        first_after = _change(values[window], threshold)
+        if first_after is not None:
+            cut = ended_at[window[first_after]]
+            result[rows[ended_at[rows] < cut]] = discount
+    return result
+
+
+def _change(series: FloatArray, threshold: float) -> int | None:
+    """Index in `series` of the first run after the strongest shift above `threshold`."""
+    best, found = threshold, None
+    for k in CANDIDATE_AFTER:
+        n_before = series.size - k
+        if n_before < MIN_BEFORE:
+            break
+        before, after = series[:n_before], series[n_before:]
+        center = _median(before)
+        scale = max(MAD_TO_SIGMA * _median(np.abs(before - center)), MIN_SCALE)
+        z = np.clip((after - center) / scale, -CLIP_SLOW, CLIP_FAST)
+        statistic = abs(float(z.mean())) * np.sqrt(k) / np.sqrt(1.0 + k / n_before)
+        if statistic > best:
+            best, found = statistic, n_before
+    return found
+
+
+def _median(values: FloatArray) -> float:
+    """np.median's value (the mean of the two middle values for an even count) for the
+    short windows here, without its per-call overhead (a fit makes thousands of calls)."""
+    ordered = np.sort(values)
+    middle = ordered.size // 2
+    if ordered.size % 2:
+        return float(ordered[middle])
+    return float(0.5 * (ordered[middle - 1] + ordered[middle]))

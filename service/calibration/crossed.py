@@ -1,0 +1,173 @@
+"""Crossed empirical-Bayes effects for the refit (service.calibration.fit): one quantity's per-segment
+estimates (log space) pooled as level + GPU effect + precision effect + segment effect,
+each effect's spread estimated from the data. Pure numpy on per-segment summaries (a few
+dozen numbers however many runs), no I/O.
+
+The model. Segment s (GPU g, precision p) has its own estimate m_s with sampling variance
+v_s. m_s = μ + a_g + b_p + c_s + noise(v_s), with μ ~ N(prior, σ0²) (the published
+prior and its cross-organisation spread), a ~ N(0, τa²), b ~ N(0, τb²), c ~ N(0, τc²).
+A GPU with no runs of its own then gets μ + b_p (the precision's level, learned across
+GPUs), a known GPU in a precision it never ran gets μ + a_g, and a combination never run
+whose GPU and precision are both known gets μ + a_g + b_p: an fp8 run on one GPU says
+little about bf16 on another, and the data decide how little.
+
+Strength from the data. (τa, τb, τc) maximise the marginal likelihood of the segment
+estimates times a weak inverse-gamma prior on each τ² (shape 1, mode the default's square:
+about two groups' worth; precisions get their own, wider default), searched on a log grid,
+all grid points in one batched solve. c_s is integrated out, m_s ~ N(μ + a_g + b_p,
+v_s + τc²), so the linear algebra is over 1 + GPUs + precisions unknowns only. The
+segment's posterior then shrinks its own estimate toward the fitted μ + a_g + b_p by
+B = τc²/(τc² + v_s), with variance B·v_s + (1 − B)²·Var(μ + a_g + b_p): a thin segment
+moves only as far as its runs warrant.
+
+Predictive variances of the broader entries include the effects they do not know: a GPU's
+entry (used for a precision it never ran) adds τb² + τc², a precision's entry (used for a
+GPU with no runs) τa² + τc², the level μ all three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.calibration.robust import BoolArray, FloatArray, IntArray
+
+_GRID = np.geomspace(0.02, 1.0, 9)  # candidate τ (log space) for each effect
+_SHAPE = 1.0  # inverse-gamma shape of the hyperprior on each τ²
+
+
+@dataclass(frozen=True, eq=False)
+class Effects:
+    """Posterior means and variances (log space): the level, per GPU (level + GPU effect),
+    per precision (level + precision effect) and per segment; the fitted τ² per effect.
+    `*_variance` is of the location; `*_predictive` adds the effects that entry does not
+    know (see the module)."""
+
+    level: float
+    level_variance: float
+    gpu: FloatArray
+    gpu_variance: FloatArray
+    precision: FloatArray
+    precision_variance: FloatArray
+    segment: FloatArray
+    segment_variance: FloatArray
+    tau2_gpu: float
+    tau2_precision: float
+    tau2_segment: float
+
+    @property
+    def level_predictive(self) -> float:
+        return self.level_variance + self.tau2_gpu + self.tau2_precision + self.tau2_segment
+
+    @property
+    def gpu_predictive(self) -> FloatArray:
+        result: FloatArray = self.gpu_variance + self.tau2_precision + self.tau2_segment
+        return result
+
+    @property
+    def precision_predictive(self) -> FloatArray:
+        result: FloatArray = self.precision_variance + self.tau2_gpu + self.tau2_segment
+        return result
+
+
+def crossed_effects(
+    location: FloatArray,
+    variance: FloatArray,
+    gpu_of: IntArray,
+    precision_of: IntArray,
+    n_gpus: int,
+    n_precisions: int,
+    prior_location: float,
+    prior_variance: float,
+    tau_default: float,
+    precision_tau_default: float | None = None,
+) -> Effects:
+    """Pool segment estimates `location` (sampling `variance`, inf where a segment has no
+    data for this quantity) whose GPU and precision codes are `gpu_of`/`precision_of`."""
+    present: BoolArray = np.isfinite(variance)
+    k = 1 + n_gpus + n_precisions
+    design = np.zeros((location.size, k))
+    rows = np.arange(location.size)
+    design[:, 0] = 1.0
+    design[rows, 1 + gpu_of] = 1.0
+    design[rows, 1 + n_gpus + precision_of] = 1.0
+    x = design[present]
+    r = location[present] - prior_location
+    v = variance[present]
+    defaults = (tau_default, precision_tau_default or tau_default, tau_default)
+    ta2, tb2, tc2 = _fit_taus(x, r, v, n_gpus, n_precisions, prior_variance, defaults)
+    prior_diag = np.concatenate(
+        [[prior_variance], np.full(n_gpus, ta2), np.full(n_precisions, tb2)]
+    )
+    w = 1.0 / (v + tc2)
+    precision_matrix = x.T @ (w[:, None] * x) + np.diag(1.0 / prior_diag)
+    covariance = np.linalg.inv(precision_matrix)
+    beta = covariance @ (x.T @ (w * r))
+
+    def linear(rows_: FloatArray) -> tuple[FloatArray, FloatArray]:
+        mean: FloatArray = prior_location + rows_ @ beta
+        var: FloatArray = np.einsum("ij,jk,ik->i", rows_, covariance, rows_)
+        return mean, var
+
+    eye = np.eye(k)
+    gpu_rows = eye[1 : 1 + n_gpus] + eye[0]
+    precision_rows = eye[1 + n_gpus :] + eye[0]
+    gpu, gpu_var = linear(gpu_rows)
+    prec, prec_var = linear(precision_rows)
+    eta, eta_var = linear(design)
+    own = np.where(present, variance, 1.0)
+    shrink = np.where(present, tc2 / (tc2 + own), 0.0)
+    segment = eta + shrink * (np.where(present, location, 0.0) - eta)
+    segment_var = np.where(present, shrink * own + (1.0 - shrink) ** 2 * eta_var, eta_var + tc2)
+    return Effects(
+        level=float(prior_location + beta[0]),
+        level_variance=float(covariance[0, 0]),
+        gpu=gpu,
+        gpu_variance=gpu_var,
+        precision=prec,
+        precision_variance=prec_var,
+        segment=segment,
+        segment_variance=segment_var,
+        tau2_gpu=ta2,
+        tau2_precision=tb2,
+        tau2_segment=tc2,
+    )
+
+
+def _fit_taus(
+    x: FloatArray,
+    r: FloatArray,
+    v: FloatArray,
+    n_gpus: int,
+    n_precisions: int,
+    prior_variance: float,
+    defaults: tuple[float, float, float],
+) -> tuple[float, float, float]:
+    """(τa², τb², τc²) maximising the marginal likelihood of r = m − prior under the model,
+    times the inverse-gamma hyperprior, over the grid (every combination in one batch)."""
+    grid2 = _GRID**2
+    ta2, tb2, tc2 = (g.ravel() for g in np.meshgrid(grid2, grid2, grid2, indexing="ij"))
+    log_post = np.zeros(ta2.size)
+    if r.size:
+        k = x.shape[1]
+        # D (prior covariance of the unknowns) per grid point, diagonal.
+        prior_diag = np.empty((ta2.size, k))
+        prior_diag[:, 0] = prior_variance
+        prior_diag[:, 1 : 1 + n_gpus] = ta2[:, None]
+        prior_diag[:, 1 + n_gpus :] = tb2[:, None]
+        w = 1.0 / (v[None, :] + tc2[:, None])  # (grid, segments)
+        lam = np.einsum("si,gs,sj->gij", x, w, x)
+        lam[:, np.arange(k), np.arange(k)] += 1.0 / prior_diag
+        xwr = (w * r[None, :]) @ x  # (grid, k)
+        _, logdet_lam = np.linalg.slogdet(lam)
+        solved = np.linalg.solve(lam, xwr[:, :, None])[:, :, 0]
+        quad = (w * r[None, :] ** 2).sum(axis=1) - np.einsum("gi,gi->g", xwr, solved)
+        logdet = np.log(prior_diag).sum(axis=1) + logdet_lam - np.log(w).sum(axis=1)
+        log_post = -0.5 * (logdet + quad)
+    for t2, used, default in zip((ta2, tb2, tc2), (n_gpus, n_precisions, 1), defaults, strict=True):
+        if used:
+            scale = (_SHAPE + 1.0) * default**2  # inverse-gamma β with mode default²
+            log_post = log_post - (_SHAPE + 1.0) * np.log(t2) - scale / t2
+    best = int(np.argmax(log_post))
+    return float(ta2[best]), float(tb2[best]), float(tc2[best])

@@ -1,0 +1,501 @@
+"""The refit math (DESIGN §3 step 6): reconciled runs in, per-segment utilization u,
+overhead f and their model spread out. Pure: numbers in, numbers out; no I/O, no clock.
+
+Observed. Each run gives the effective utilization e = u·(1−f) (always) and, with
+throughput, u and f. Fitted in log space: log e, log u, log(1−f). Wall time ∝ 1/e.
+
+Entries. "*" (the level, around the published prior), per GPU, per precision ("*/bf16":
+the precision across GPUs), gpu/precision, and gpu/precision/recompute (with at least
+`min_recompute_n` runs). service.calibration.model.lookup says which one a request uses.
+
+Per segment and quantity. (1) Recency weights 0.5**(age/half-life), times `change_discount`
+for runs before a detected level shift of the gpu/precision segment (service.calibration.change).
+(2) A weighted Huber location and robust scale; runs beyond `reject_z` scales are
+stragglers and left out, and the location and scale are taken again without them (a 2.5×
+slow run cannot drag the median or inflate the overhead; its risk is carried by the upper
+tail the intervals are calibrated to, service.calibration.intervals). (3) Its sampling variance
+v = s̃²/n_eff, with s̃² its scale blended with the typical segment scale (`scale_strength`
+pseudo-runs). (4) Crossed empirical-Bayes pooling of the segments (service.calibration.crossed):
+level + GPU effect + precision effect + segment effect, each effect's spread fitted from
+the data, so a new GPU borrows its precision's level learned across GPUs and a known GPU
+in a new precision borrows both effects. Predictive σ = √(s̃² + posterior variance), the
+broader entries' including the effects they do not know.
+Recompute groups are pooled around their segment as before: B = τ²/(τ² + v), τ² by method
+of moments over the level's groups, blended with the small `recompute_tau_default`²;
+V = B·v + (1 − B)²·V_segment. They get entries only when their log e differs from their
+segments' beyond noise (Cochran's Q at `heterogeneity_alpha`): on the synthetic
+organisations, where the modes do not differ, the level cost 0.04 of the ratio to the oracle.
+
+Overhead from (1−F) = E/U, clamped to [0, 0.95]; when the clamp binds E is kept and U
+absorbs the difference, so `effective` always equals the fitted E.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from statistics import NormalDist
+from typing import NamedTuple
+
+import numpy as np
+
+from service.calibration.change import shift_discount
+from service.calibration.crossed import crossed_effects
+from service.calibration.intervals import floor_thin
+from service.calibration.model import (
+    ALL_KEY,
+    NEGLIGIBLE_HALF_LIVES,
+    PRIOR_KEY,
+    Z90,
+    FitParameters,
+    Level,
+    Prior,
+    SegmentFactors,
+    clamp_overhead,
+    prior_factors,
+)
+from service.calibration.observations import Observation, ObservationArrays, as_arrays
+from service.calibration.robust import (
+    BoolArray,
+    CodeArray,
+    FloatArray,
+    GroupStats,
+    IntArray,
+    group_stats,
+)
+from service.domain.units import SECONDS_PER_DAY
+
+_MIN_SCALE = 0.01  # log space: a group of identical runs still rejects nothing close
+_TAU_FLOOR = 0.02
+_TAU_DEFAULT_WEIGHT = 2.0  # groups' worth of `tau_default` blended into τ²
+_DIFFER_Z_CAP = 3.0  # scales: the most one group adds to the heterogeneity test
+
+
+def fit(
+    observations: Sequence[Observation] | ObservationArrays,
+    prior: Prior,
+    params: FitParameters = FitParameters(),
+    as_of: datetime | None = None,
+) -> dict[str, SegmentFactors]:
+    """Every level that has data, keyed "gpu/precision/recompute", "gpu/precision", "gpu",
+    "*", plus the prior itself under "prior". Spreads are the model's; service.calibration.intervals
+    calibrates them on out-of-sample residuals."""
+    data = as_arrays(observations)
+    if len(data) == 0:
+        return {PRIOR_KEY: prior_factors(prior)}
+    reference = float(data.ended_at.max()) if as_of is None else as_of.timestamp()
+    return fit_weighted(
+        data, recency_weights(data.ended_at, reference, params.half_life_days), prior, params
+    )
+
+
+def recency_weights(ended_at: FloatArray, reference: float, half_life_days: float) -> FloatArray:
+    """0.5 ** (age in days / half-life), age counted back from `reference` (epoch seconds);
+    a run ending after the reference weighs 1."""
+    age_days = np.maximum(reference - ended_at, 0.0) / SECONDS_PER_DAY
+    result: FloatArray = 0.5 ** (age_days / half_life_days)
+    return result
+
+
+def horizon_seconds(params: FitParameters) -> float:
+    """How far back a run still counts: NEGLIGIBLE_HALF_LIVES half-lives."""
+    return NEGLIGIBLE_HALF_LIVES * params.half_life_days * SECONDS_PER_DAY
+
+
+@dataclass(frozen=True, eq=False)
+class _Column:
+    """One fitted quantity, sorted once by value and shared by every pooling level: the
+    values of the rows that have it (not NaN) in ascending order, their weights and rows."""
+
+    values: FloatArray
+    weights: FloatArray
+    rows: IntArray
+
+    @classmethod
+    def of(cls, values: FloatArray, weights: FloatArray) -> _Column:
+        present = np.flatnonzero(~np.isnan(values))
+        rows = present[np.argsort(values[present])]
+        return cls(values[rows], weights[rows], rows)
+
+
+@dataclass(frozen=True, eq=False)
+class _Grouping:
+    """One pooling level: which rows take part, their group, each group's parent group."""
+
+    level: Level
+    keys: tuple[str, ...]
+    rows: IntArray
+    groups: IntArray
+    parent: IntArray
+
+
+@dataclass(frozen=True, eq=False)
+class _Posterior:
+    """One quantity's pooled log-space estimate per group: location, posterior variance of
+    the location, within-group scale, predictive σ."""
+
+    location: FloatArray
+    variance: FloatArray
+    scale: FloatArray
+    sigma: FloatArray
+
+    def at(self, parent: IntArray) -> _Posterior:
+        return _Posterior(
+            self.location[parent], self.variance[parent], self.scale[parent], self.sigma[parent]
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class _Pooled:
+    e: _Posterior
+    u: _Posterior
+    keep: _Posterior  # log(1−f)
+    n: IntArray
+    n_u: IntArray
+
+
+def fit_weighted(
+    data: ObservationArrays, base_weights: FloatArray, prior: Prior, params: FitParameters
+) -> dict[str, SegmentFactors]:
+    """`fit` with the recency weights given (the backtest's sampled histories)."""
+    log_e = np.log(data.effective_utilization)
+    n_precisions = len(data.precision_names)
+    segment_codes = (data.gpu * n_precisions + data.precision).astype(np.intp)
+    discount = shift_discount(
+        segment_codes, data.ended_at, log_e, params.change_z, params.change_discount
+    )
+    row_weights = base_weights * discount
+    columns = (
+        _Column.of(log_e, row_weights),
+        _Column.of(np.log(data.utilization), row_weights),  # NaN without throughput
+        _Column.of(np.log1p(-data.overhead), row_weights),
+    )
+    result = {PRIOR_KEY: prior_factors(prior)}
+    crossed = _Crossed.of(data)
+    segment_grouping = _Grouping(
+        "segment", crossed.segment_keys, np.arange(len(data), dtype=np.intp), crossed.groups,
+        np.zeros(len(crossed.segment_keys), np.intp),
+    )  # fmt: skip
+    stats = _level_stats(segment_grouping, columns, row_weights.size, params)
+    levels = [_pool_crossed(crossed, stats, prior, params, q) for q in range(3)]
+
+    def pooled(pick: int) -> _Pooled:
+        (e, n), (u, n_u), (keep, _) = (level[pick] for level in levels)
+        return _Pooled(e=e, u=u, keep=keep, n=n, n_u=n_u)
+
+    everyone, by_gpu, by_precision, by_segment = (pooled(i) for i in range(4))
+    result[ALL_KEY] = _segment_factors(ALL_KEY, "all", everyone, 0)
+    for index, key in enumerate(crossed.gpu_keys):
+        result[key] = _segment_factors(key, "gpu", by_gpu, index)
+    for index, key in enumerate(crossed.precision_keys):
+        result[key] = _segment_factors(key, "precision", by_precision, index)
+    for index, key in enumerate(crossed.segment_keys):
+        result[key] = _segment_factors(key, "segment", by_segment, index)
+    recompute = _recompute_grouping(data, crossed.groups, params.min_recompute_n)
+    level_params = replace(params, tau_default=params.recompute_tau_default)
+    below = _pool(recompute, columns, row_weights.size, level_params, by_segment, stats[0])
+    if below is not None:
+        for index, key in enumerate(recompute.keys):
+            result[key] = _segment_factors(key, "segment", below, index)
+    return floor_thin(result, params.thin_n)
+
+
+@dataclass(frozen=True, eq=False)
+class _Crossed:
+    """The gpu/precision segments present, each segment's row group, and its GPU and
+    precision among those present."""
+
+    groups: IntArray  # per row: its segment
+    segment_keys: tuple[str, ...]
+    gpu_of: IntArray  # per segment
+    precision_of: IntArray
+    gpu_keys: tuple[str, ...]
+    precision_keys: tuple[str, ...]  # "*/precision"
+
+    @classmethod
+    def of(cls, data: ObservationArrays) -> _Crossed:
+        n_precisions = len(data.precision_names)
+        codes, groups = np.unique(data.gpu * n_precisions + data.precision, return_inverse=True)
+        gpus, gpu_of = np.unique(codes // n_precisions, return_inverse=True)
+        precisions, precision_of = np.unique(codes % n_precisions, return_inverse=True)
+        return cls(
+            groups=groups.astype(np.intp),
+            segment_keys=tuple(
+                f"{data.gpu_names[c // n_precisions]}/{data.precision_names[c % n_precisions]}"
+                for c in codes.tolist()
+            ),
+            gpu_of=gpu_of.astype(np.intp),
+            precision_of=precision_of.astype(np.intp),
+            gpu_keys=tuple(data.gpu_names[c] for c in gpus.tolist()),
+            precision_keys=tuple(f"{ALL_KEY}/{data.precision_names[c]}" for c in precisions),
+        )
+
+
+def _pool_crossed(
+    crossed: _Crossed,
+    stats: tuple[GroupStats, GroupStats, GroupStats],
+    prior: Prior,
+    params: FitParameters,
+    quantity: int,
+) -> tuple[tuple[_Posterior, IntArray], ...]:
+    """One quantity's posteriors and run counts for "*", per GPU, per precision and per
+    segment (service.calibration.crossed). The broader entries' σ is the typical within-segment scale
+    with their predictive variance (the effects they do not know included)."""
+    mine = stats[quantity]
+    log_u, log_keep = math.log(prior.utilization), math.log1p(-prior.overhead)
+    prior_location = (log_u + log_keep, log_u, log_keep)[quantity]
+    present, typical, scale2, v = _sampling(mine, params, params.prior_sigma)
+    n_gpus, n_precisions = len(crossed.gpu_keys), len(crossed.precision_keys)
+    effects = crossed_effects(
+        np.where(present, mine.location, 0.0), v, crossed.gpu_of, crossed.precision_of,
+        n_gpus, n_precisions, prior_location, prior.log_sigma**2, params.tau_default,
+        params.precision_tau_default,
+    )  # fmt: skip
+    count = mine.count
+
+    def broad(location: FloatArray, predictive: FloatArray) -> _Posterior:
+        scale = np.full(location.size, typical)
+        return _Posterior(location, predictive, scale, np.sqrt(typical**2 + predictive))
+
+    segment = _Posterior(
+        effects.segment,
+        effects.segment_variance,
+        np.sqrt(scale2),
+        np.sqrt(scale2 + effects.segment_variance),
+    )
+    return (
+        (
+            broad(np.array([effects.level]), np.array([effects.level_predictive])),
+            np.array([int(count.sum())], dtype=np.intp),
+        ),
+        (
+            broad(effects.gpu, effects.gpu_predictive),
+            np.bincount(crossed.gpu_of, count, n_gpus).astype(np.intp),
+        ),
+        (
+            broad(effects.precision, effects.precision_predictive),
+            np.bincount(crossed.precision_of, count, n_precisions).astype(np.intp),
+        ),
+        (segment, count.astype(np.intp)),
+    )
+
+
+def _recompute_grouping(
+    data: ObservationArrays, seg_groups: IntArray, min_recompute_n: int
+) -> _Grouping:
+    """gpu/precision/recompute groups with at least `min_recompute_n` observations."""
+    known_modes = np.array([name is not None for name in data.recompute_names], dtype=bool)
+    known = np.flatnonzero(known_modes[data.recompute])
+    combos, groups, counts = np.unique(
+        data.combination()[known], return_inverse=True, return_counts=True
+    )
+    kept = counts >= min_recompute_n
+    rows = known[kept[groups]]
+    renumber = np.cumsum(kept) - 1
+    keys = tuple("/".join(map(str, data.names_of(c))) for c in combos[kept].tolist())
+    kept_groups = renumber[groups[kept[groups]]].astype(np.intp)
+    parents = _parents(kept_groups, seg_groups[rows])
+    return _Grouping("segment", keys, rows, kept_groups, parents)
+
+
+def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:
+    """Each child group's parent group (every row of a child shares one parent)."""
+    parent = np.zeros(int(child_groups.max(initial=-1)) + 1, dtype=np.intp)
+    parent[child_groups] = parent_groups
+    return parent
+
+
+def _level_stats(
+    grouping: _Grouping,
+    columns: tuple[_Column, _Column, _Column],
+    n_rows: int,
+    params: FitParameters,
+) -> tuple[GroupStats, GroupStats, GroupStats]:
+    """One level's robust statistics per group, for each quantity (stragglers left out)."""
+    n_groups = len(grouping.keys)
+    everyone = grouping.rows.size == n_rows
+    code_type = np.int16 if n_groups < 2**15 else np.intp
+    group_of: CodeArray = np.full(n_rows, -1, dtype=code_type)
+    group_of[grouping.rows] = grouping.groups
+
+    def one(column: _Column) -> GroupStats:
+        values, column_weights = column.values, column.weights
+        groups: CodeArray
+        if n_groups == 1 and everyone:
+            groups = np.zeros(values.size, dtype=code_type)
+        else:
+            groups = group_of[column.rows]
+        if not everyone:
+            taking_part = groups >= 0
+            values, column_weights = values[taking_part], column_weights[taking_part]
+            groups = groups[taking_part]
+        return _clean_stats(values, column_weights, groups, n_groups, params)
+
+    return one(columns[0]), one(columns[1]), one(columns[2])
+
+
+def _pool(
+    grouping: _Grouping,
+    columns: tuple[_Column, _Column, _Column],
+    n_rows: int,
+    params: FitParameters,
+    parent: _Pooled,
+    reference: GroupStats,
+) -> _Pooled | None:
+    """Fit one level's groups and pool each with its parent group's posterior; None when
+    the groups' log e does not differ from their parents' own (`reference`) beyond noise
+    (`_differ`): the level then adds nothing but the noise of fitting each group on part of
+    the runs."""
+    stats = _level_stats(grouping, columns, n_rows, params)
+    if not _differ(stats[0], grouping.parent, reference, params):
+        return None
+    e, u, keep = (
+        _empirical_bayes(s, p.at(grouping.parent), params)
+        for s, p in zip(stats, (parent.e, parent.u, parent.keep), strict=True)
+    )
+    return _Pooled(e=e, u=u, keep=keep, n=stats[0].count, n_u=stats[1].count)
+
+
+def _clean_stats(
+    values: FloatArray,
+    weights_: FloatArray,
+    groups: CodeArray,
+    n_groups: int,
+    params: FitParameters,
+) -> GroupStats:
+    """Huber location and scale per group with stragglers (beyond `reject_z` scales of the
+    first pass's location) left out; counts and weights are of every row."""
+    first = group_stats(values, weights_, groups, n_groups, params.huber_c, sorted_by_value=True)
+    if values.size == 0:
+        return first
+    scale = np.maximum(first.scale, max(_typical(first), _MIN_SCALE))
+    kept = np.abs(values - first.location[groups]) <= params.reject_z * scale[groups]
+    if kept.all():
+        return first
+    second = group_stats(
+        values[kept], weights_[kept], groups[kept], n_groups, params.huber_c, sorted_by_value=True
+    )
+    return GroupStats(second.location, second.scale, first.weight, first.count)
+
+
+def _typical(stats: GroupStats, min_count: int = 3) -> float:
+    """The level's typical within-group scale: median over groups with enough runs."""
+    chosen = stats.scale[stats.count >= min_count]
+    return float(np.median(chosen)) if chosen.size else 0.0
+
+
+class _Sampling(NamedTuple):
+    """Per group: whether it has weight, its scale² blended with the level's typical scale
+    (`scale_strength` pseudo-runs), and its location's sampling variance s̃²/n_eff."""
+
+    present: BoolArray
+    typical: float
+    scale2: FloatArray
+    v: FloatArray
+
+
+def _sampling(stats: GroupStats, params: FitParameters, default_scale: float) -> _Sampling:
+    """`default_scale`: the typical scale when no group of the level has enough runs."""
+    n_eff = stats.weight
+    present = n_eff > 0
+    typical = _typical(stats) or default_scale
+    k = params.scale_strength
+    scale2 = np.where(present, (n_eff * stats.scale**2 + k * typical**2) / (n_eff + k), typical**2)
+    v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
+    return _Sampling(present, typical, scale2, v)
+
+
+def _differ(
+    stats: GroupStats, parent_of: IntArray, reference: GroupStats, params: FitParameters
+) -> bool:
+    """Cochran's Q test of the groups (with 2+ runs) against their parent's own statistics
+    (`reference`, before the parent was pooled): Q = Σ (x − x_parent)²·n_eff/s_parent²
+    above the χ² quantile at 1 − `heterogeneity_alpha` (Wilson–Hilferty approximation).
+    Degrees of freedom: per parent, its groups less one, and one for a parent with a single
+    group (compared with the rest of its runs: the modes without enough runs, or unknown).
+    Under "no difference" a group's runs share the parent's spread, so the parent's scale
+    is the one to test with: a group's own robust scale over a few recency-weighted runs
+    can be a fraction of it, and with it (or against the parent's pooled location) the
+    test fired on a third of the nights of the synthetic organisations, where no mode
+    differs. Each group counts at
+    most `_DIFFER_Z_CAP` scales: a group of a few runs holding several stragglers can sit
+    tens of scales off; capped, it alone passes only a one-degree test (one segment
+    with two modes), where a real difference moves both modes' groups anyway."""
+    used = np.flatnonzero((stats.weight > 0) & (stats.count >= 2))
+    if used.size == 0:
+        return False
+    owner = parent_of[used]
+    scale2 = np.maximum(reference.scale[owner], _MIN_SCALE) ** 2
+    deviation2 = (stats.location[used] - reference.location[owner]) ** 2
+    z2 = np.minimum(deviation2 * stats.weight[used] / scale2, _DIFFER_Z_CAP**2)
+    q = float(np.sum(z2))
+    groups_per_parent = np.unique(owner, return_counts=True)[1]
+    dof = int(np.maximum(groups_per_parent - 1, 1).sum())
+    z = NormalDist().inv_cdf(1.0 - params.heterogeneity_alpha)
+    a = 2.0 / (9.0 * dof)
+    return q > dof * (1.0 - a + z * math.sqrt(a)) ** 3
+
+
+def _empirical_bayes(stats: GroupStats, parent: _Posterior, params: FitParameters) -> _Posterior:
+    if stats.weight.size == 0:
+        nothing = np.empty(0)
+        return _Posterior(nothing, nothing, nothing, nothing)
+    present, _, scale2, v = _sampling(stats, params, float(np.median(parent.scale)))
+    tau2 = _between_variance(stats, parent, v, present, params)
+    shrink = np.where(present, tau2 / (tau2 + np.where(present, v, 1.0)), 0.0)
+    location = parent.location + shrink * (np.where(present, stats.location, 0.0) - parent.location)
+    own_variance = np.where(present, tau2 * v / (tau2 + np.where(present, v, 1.0)), tau2)
+    variance = own_variance + (1.0 - shrink) ** 2 * parent.variance
+    return _Posterior(location, variance, np.sqrt(scale2), np.sqrt(scale2 + variance))
+
+
+def _between_variance(
+    stats: GroupStats, parent: _Posterior, v: FloatArray, present: BoolArray, params: FitParameters
+) -> float:
+    """τ² by iterated method of moments over the level's groups (each weighted by
+    1/(v + τ²)), blended with `tau_default`² as if from `_TAU_DEFAULT_WEIGHT` more groups."""
+    used = present & (stats.count >= 2)
+    d2 = (stats.location[used] - parent.location[used]) ** 2
+    var = v[used]
+    tau2 = params.tau_default**2
+    if d2.size:
+        for _ in range(20):
+            omega = 1.0 / (var + tau2)
+            new = max(float(np.sum(omega * (d2 - var)) / np.sum(omega)), _TAU_FLOOR**2)
+            if abs(new - tau2) < 1e-8:
+                tau2 = new
+                break
+            tau2 = new
+    groups = float(d2.size)
+    blended = (groups * tau2 + _TAU_DEFAULT_WEIGHT * params.tau_default**2) / (
+        groups + _TAU_DEFAULT_WEIGHT
+    )
+    return max(blended, _TAU_FLOOR**2)
+
+
+def _segment_factors(key: str, level: Level, pooled: _Pooled, i: int) -> SegmentFactors:
+    log_e, log_u = float(pooled.e.location[i]), float(pooled.u.location[i])
+    overhead = clamp_overhead(-math.expm1(log_e - log_u))
+    utilization = math.exp(log_e) / (1.0 - overhead)  # keeps U·(1−F) = E when clamped
+    u_spread = Z90 * float(pooled.u.sigma[i])
+    keep_spread = Z90 * float(pooled.keep.sigma[i])
+    n_u = int(pooled.n_u[i])
+    sigma = float(pooled.e.sigma[i])
+    return SegmentFactors(
+        segment=key,
+        level=level,
+        utilization=utilization,
+        utilization_p10=utilization * math.exp(-u_spread),
+        utilization_p90=utilization * math.exp(u_spread),
+        overhead=overhead,
+        overhead_p10=clamp_overhead(1.0 - (1.0 - overhead) * math.exp(keep_spread)),
+        overhead_p90=clamp_overhead(1.0 - (1.0 - overhead) * math.exp(-keep_spread)),
+        log_sigma=sigma,
+        n=int(pooled.n[i]),
+        n_throughput=n_u,
+        combined_only=n_u == 0,
+        log_sigma_low=sigma,
+        log_sigma_high=sigma,
+    )

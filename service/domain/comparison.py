@@ -1,0 +1,244 @@
+"""Predicted against observed (DESIGN §3 step 5), pure: which runs are usable, the observed
+wall and compute time of an estimate's runs, the implied factors, and the seed-style line.
+No I/O and no clock; the reconcile pass feeds it stored estimates and observed runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from service.domain import bounds
+from service.domain.records import (
+    OVERHEAD_CLAMPED,
+    TERMINAL_STATUSES,
+    FactorsKind,
+    ObservedRun,
+    Planned,
+    Reconciliation,
+    SavedEstimate,
+    Skip,
+)
+from service.domain.units import format_duration
+
+# Skip reasons: stable codes, stored and counted.
+MISSING_START = "missing_start_time"
+MISSING_END = "missing_end_time"
+END_BEFORE_START = "end_before_start"
+BAD_THROUGHPUT = "bad_throughput"
+UNKNOWN_ESTIMATE = "unknown_estimate"
+CLAIMED_TWICE = "claimed_by_two_estimates"
+ZERO_LENGTH = "zero_length"
+IMPLAUSIBLE_FACTORS = "implausible_factors"
+UNSTORABLE = "unstorable_value"
+
+# MLflow reports an unset start as 0 ms: the epoch itself is "no start time", not 1970.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def admit(run: ObservedRun) -> tuple[ObservedRun | None, list[Skip]]:
+    """The run as it may be stored, and why anything was dropped: the boundary between
+    MLflow's data and our columns. A run whose id, experiment or status cannot be stored is
+    dropped whole; a tag that cannot be an estimate id (too long, NUL) links to nothing; an
+    unusable throughput is dropped while the wall time still counts (SQLite would store NaN
+    as NULL and hide it)."""
+    skips: list[Skip] = []
+    for name, value, limit in (
+        ("run id", run.run_id, bounds.RUN_ID_CHARS),
+        ("experiment id", run.experiment_id, bounds.EXPERIMENT_ID_CHARS),
+        ("status", run.status, bounds.STATUS_CHARS),
+    ):
+        problem = bounds.text_problem(value, limit)
+        if problem is not None:
+            detail = f"{name} {bounds.shown(value)} {problem}; run not stored"
+            return None, [Skip(_storable_id(run.run_id), UNSTORABLE, detail, None)]
+    tag = run.estimate_id
+    if tag is not None:
+        problem = bounds.text_problem(tag, bounds.ESTIMATE_ID_CHARS)
+        if problem is not None:
+            detail = f"tag {bounds.shown(tag)} {problem}: it names no estimate"
+            skips.append(Skip(run.run_id, UNKNOWN_ESTIMATE, detail, None))
+            run = dataclasses.replace(run, estimate_id=None)
+    bad_throughput = throughput_problem(run)
+    if bad_throughput is not None:
+        skips.append(bad_throughput)
+        run = dataclasses.replace(run, throughput=None)
+    return run, skips
+
+
+def _storable_id(run_id: str) -> str:
+    """A key for the skip row of a run whose own id cannot be stored (the detail has it)."""
+    cleaned = run_id.replace("\x00", "\\0")
+    return cleaned[: bounds.RUN_ID_CHARS]
+
+
+def run_problem(run: ObservedRun) -> Skip | None:
+    """Why a terminated run's times cannot be used, or None when they can."""
+    if run.started_at is None or run.started_at <= EPOCH:
+        return Skip(run.run_id, MISSING_START, "run has no start time", run.estimate_id)
+    if run.status in TERMINAL_STATUSES and run.ended_at is None:
+        return Skip(run.run_id, MISSING_END, f"{run.status} run has no end time", run.estimate_id)
+    if run.ended_at is not None and run.ended_at < run.started_at:
+        return Skip(
+            run.run_id,
+            END_BEFORE_START,
+            f"ends {run.ended_at.isoformat()} before it starts {run.started_at.isoformat()}",
+            run.estimate_id,
+        )
+    if run.status in TERMINAL_STATUSES and run.ended_at == run.started_at:
+        return Skip(run.run_id, ZERO_LENGTH, "run ends the moment it starts", run.estimate_id)
+    return None
+
+
+def throughput_problem(run: ObservedRun) -> Skip | None:
+    """A logged throughput that is zero, negative, NaN or infinite is ignored (the run's
+    wall time still counts) and the reason recorded."""
+    derived = run.observables
+    if derived is not None and derived.problem is not None:  # the run's profile said why
+        reason, detail = derived.problem
+        return Skip(run.run_id, reason, detail, run.estimate_id)
+    value = run.throughput
+    if value is None or (math.isfinite(value) and value > 0):
+        return None
+    return Skip(
+        run.run_id,
+        BAD_THROUGHPUT,
+        f"throughput {value!r} ignored; wall time still used",
+        run.estimate_id,
+    )
+
+
+def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliation | None:
+    """The comparison for one estimate, or None while no linked run has FINISHED (or when
+    the runs' numbers are implausible: `judge` says why)."""
+    return judge(Planned.of(saved), runs)[0]
+
+
+def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | None, Skip | None]:
+    """The comparison for one estimate over all its usable linked runs (None while no
+    linked run has FINISHED), and a skip when something in it was implausible. Wall time runs
+    from the first start to the last end, so restarts, gaps and FAILED/KILLED segments count
+    as overhead. A throughput implying a utilization outside (0, 1] or an overhead outside
+    [0, 1) is dropped (the reconciliation keeps only the combined factor); a wall time
+    implying more than the hardware's peak keeps only the time comparison (no factor for
+    the refit). Either is an `implausible_factors` skip. Nothing non-finite is returned."""
+    usable = [
+        run
+        for run in runs
+        if run.status in TERMINAL_STATUSES and run_problem(run) is None and run.ended_at
+    ]
+    if not any(run.status == "FINISHED" for run in usable):
+        return None, None
+    usable.sort(key=lambda run: (run.started_at or EPOCH, run.run_id))
+    last = max(usable, key=lambda run: (run.ended_at or EPOCH, run.run_id))
+    started_at = min(run.started_at for run in usable if run.started_at)
+    ended_at = max(run.ended_at for run in usable if run.ended_at)
+    observed = (ended_at - started_at).total_seconds()
+    if observed <= 0:
+        return None, Skip(last.run_id, ZERO_LENGTH, "the runs span no time", plan.id)
+    predicted = plan.predicted_wall_seconds
+    compute_seconds, profile = _observed_compute_seconds(plan, usable)
+    implied_u, implied_f, effective_u, kind = _implied_factors(plan, observed, compute_seconds)
+    clamped = implied_f is not None and implied_f < 0
+    if clamped:
+        implied_f = 0.0  # the run timed more compute than wall (HF): never a negative share
+    skip = None
+    if kind == "separate" and not _plausible(implied_u, implied_f):
+        detail = (
+            f"throughput implies utilization {implied_u!r} and overhead {implied_f!r}; "
+            "only the combined factor is kept"
+        )
+        skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
+        compute_seconds, implied_u, implied_f, kind = None, None, None, "combined"
+    if effective_u is not None and not _plausible(effective_u, 0.0):
+        detail = (
+            f"wall time {observed:.0f} s implies effective utilization {effective_u!r} "
+            "(beyond the hardware's peak); only the time comparison is kept"
+        )
+        skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
+        compute_seconds, implied_u, implied_f, effective_u, kind = None, None, None, None, "none"
+    item = Reconciliation(
+        estimate_id=plan.id,
+        run_ids=tuple(run.run_id for run in usable),
+        gpu=plan.gpu,
+        precision=plan.precision,
+        recompute=plan.recompute,
+        started_at=started_at,
+        ended_at=ended_at,
+        predicted_seconds=predicted,
+        predicted_seconds_p10=plan.p10,
+        predicted_seconds_p90=plan.p90,
+        observed_seconds=observed,
+        observed_compute_seconds=compute_seconds,
+        ratio=observed / predicted,
+        error_pct=100.0 * (predicted / observed - 1.0),
+        abs_error_pct=100.0 * abs(predicted / observed - 1.0),
+        implied_utilization=implied_u,
+        implied_overhead=implied_f,
+        implied_effective_utilization=effective_u,
+        factors_kind=kind,
+        failed_segments=sum(1 for run in usable if run.status != "FINISHED"),
+        profile=profile,
+        note=OVERHEAD_CLAMPED if clamped and kind == "separate" else None,
+        kind=plan.kind,
+    )
+    numbers = (item.ratio, item.error_pct, item.predicted_seconds, item.observed_seconds)
+    if not all(math.isfinite(value) for value in numbers):
+        detail = f"predicted {predicted!r} s against observed {observed!r} s is not a number"
+        return None, Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
+    return item, skip
+
+
+def _plausible(utilization: float | None, overhead: float | None) -> bool:
+    """u in (0, 1] and f in [0, 1), both finite."""
+    if utilization is None or overhead is None:
+        return False
+    return 0.0 < utilization <= 1.0 and 0.0 <= overhead < 1.0
+
+
+def _observed_compute_seconds(
+    plan: Planned, runs: Sequence[ObservedRun]
+) -> tuple[float | None, str | None]:
+    """tokens / steady-state throughput, and the profile it was read with. The throughput
+    is whole-job tokens/s; the last FINISHED segment's (else any segment's) stands for the
+    job. A run whose profile gives a compute time but no rate (HF without token counting)
+    contributes that time as it is."""
+    if plan.tokens is None:
+        return None, None
+    candidates = [
+        run
+        for run in runs
+        if throughput_problem(run) is None and (run.throughput or run.compute_seconds)
+    ]
+    if not candidates:
+        return None, None
+    finished = [run for run in candidates if run.status == "FINISHED"]
+    chosen = max(finished or candidates, key=lambda run: (run.ended_at, run.run_id))
+    if chosen.throughput:
+        return plan.tokens / chosen.throughput, chosen.profile
+    return chosen.compute_seconds, chosen.profile
+
+
+def _implied_factors(
+    plan: Planned, observed_seconds: float, compute_seconds: float | None
+) -> tuple[float | None, float | None, float | None, FactorsKind]:
+    if plan.flops is None or plan.peak_flops is None:
+        return None, None, None, "none"
+    capacity = plan.gpus * plan.peak_flops  # FLOP/s at 100%
+    effective = plan.flops / (capacity * observed_seconds)
+    if compute_seconds is None:
+        return None, None, effective, "combined"
+    utilization = plan.flops / (capacity * compute_seconds)
+    overhead = 1.0 - compute_seconds / observed_seconds
+    return utilization, overhead, effective, "separate"
+
+
+def human_line(predicted_seconds: float, observed_seconds: float) -> str:
+    """The seed's comparison: "predicted 3 days 12 hours, observed 3 days 8 hours, +5.0% over"."""
+    error = 100.0 * (predicted_seconds / observed_seconds - 1.0)
+    direction = "over" if error >= 0 else "under"
+    return (
+        f"predicted {format_duration(predicted_seconds)}, observed "
+        f"{format_duration(observed_seconds)}, {error:+.1f}% {direction}"
+    )

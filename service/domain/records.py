@@ -1,0 +1,253 @@
+"""The records of the loop: observed runs, stored predictions, reconciliations, skips,
+passes, running projections, schema status and owed tags. Frozen dataclasses only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from service.domain.values import Estimate, Interval, Recompute
+
+# --- observed runs (MLflow) ----------------------------------------------------------------
+
+ESTIMATE_TAG = "reckon.estimate_id"  # the tag a training job sets to link its run
+TERMINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+@dataclass(frozen=True)
+class RunObservables:
+    """What a logging profile (service/profiles) derived from one run's params, tags and
+    metrics: whole-job totals and rates, None where the run does not say. `problem` is a
+    (reason code, detail) pair when the run's metrics cannot be used (contradictory, no
+    rate logged); the run's wall time is still good then."""
+
+    profile: str | None
+    tokens: float | None = None
+    model_flops: float | None = None
+    throughput: float | None = None  # whole-job tokens/s while computing (steady state)
+    compute_seconds: float | None = None
+    gpus: int | None = None
+    gpu: str | None = None  # as the run names it (NVML style allowed); resolved later
+    precision: str | None = None
+    params: float | None = None
+    recompute: Recompute | None = None
+    problem: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class ObservedRun:
+    """One MLflow run as Reckon needs it. Times are aware UTC; `throughput` is whole-job
+    tokens/s as the run's logging profile derives it (for Reckon's own profile, the latest
+    value exactly as logged, possibly NaN or negative: judging it is the reconcile use
+    case's job). `compute_seconds` is the run's own compute time when its profile gives one
+    without a rate (HF's train_runtime). `observables` is everything the profile derived;
+    it is not stored, only `profile` and `compute_seconds` are."""
+
+    run_id: str
+    experiment_id: str
+    status: str  # MLflow status name: RUNNING, SCHEDULED, FINISHED, FAILED, KILLED
+    started_at: datetime | None
+    ended_at: datetime | None
+    estimate_id: str | None  # value of the reckon.estimate_id tag, if set
+    throughput: float | None
+    profile: str | None = None
+    compute_seconds: float | None = None
+    observables: RunObservables | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ScanWindow:
+    """Runs whose end time is in (after, cutoff], both aware UTC; `after` None = from the
+    beginning of time (a --full rescan)."""
+
+    after: datetime | None
+    cutoff: datetime
+
+
+# --- stored predictions --------------------------------------------------------------------
+
+EstimateKind = Literal["computed", "external", "retrospective"]
+FactorSource = Literal[
+    "given", "default", "prior", "segment", "gpu", "precision", "all", "external"
+]
+
+
+@dataclass(frozen=True)
+class SavedEstimate:
+    """A stored, immutable prediction. `estimate` is the full computed answer for kind
+    "computed"; an "external" one (a planner's own number) has only the wall seconds and the
+    run configuration. A "retrospective" one is computed like "computed" but after the fact,
+    from a past run's own configuration with the published prior, dated at the run's start
+    (`reckon import`): it was never a forecast. `factor_set_version` None means no
+    calibrated factor set was used."""
+
+    id: str
+    kind: EstimateKind
+    created_at: datetime  # aware UTC
+    gpu: str
+    gpus: int
+    precision: str
+    predicted_wall_seconds: float
+    estimate: Estimate | None = None
+    interval: Interval | None = None
+    factor_set_version: int | None = None
+    factor_source: FactorSource = "given"
+    label: str | None = None
+
+    @property
+    def mlflow_tag(self) -> str:
+        return f"{ESTIMATE_TAG}={self.id}"
+
+    @property
+    def segment(self) -> str:
+        return f"{self.gpu}/{self.precision}"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a reconciliation needs of a saved estimate, and nothing more: a pass judges
+    thousands, and rebuilding each whole `SavedEstimate` cost more than the judging. The
+    compute side (`tokens`, `flops`, `peak_flops`) is None for an external estimate."""
+
+    id: str
+    kind: EstimateKind
+    gpu: str
+    gpus: int
+    precision: str
+    predicted_wall_seconds: float
+    recompute: str | None = None
+    p10: float | None = None
+    p90: float | None = None
+    tokens: float | None = None
+    flops: float | None = None
+    peak_flops: float | None = None
+
+    @classmethod
+    def of(cls, saved: SavedEstimate) -> Planned:
+        result, interval = saved.estimate, saved.interval
+        return cls(
+            id=saved.id,
+            kind=saved.kind,
+            gpu=saved.gpu,
+            gpus=saved.gpus,
+            precision=saved.precision,
+            predicted_wall_seconds=saved.predicted_wall_seconds,
+            recompute=None if result is None else result.request.recompute,
+            p10=None if interval is None else interval.p10,
+            p90=None if interval is None else interval.p90,
+            tokens=None if result is None else result.request.model.tokens,
+            flops=None if result is None else result.flops,
+            peak_flops=None if result is None else result.peak_flops,
+        )
+
+
+# --- reconciliation ------------------------------------------------------------------------
+
+FactorsKind = Literal["separate", "combined", "none"]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Something a pass could not use, and why. `reason` is a stable code."""
+
+    run_id: str
+    reason: str
+    detail: str
+    estimate_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Predicted against observed for one estimate. error_pct > 0: predicted too long."""
+
+    estimate_id: str
+    run_ids: tuple[str, ...]  # in start order
+    gpu: str
+    precision: str
+    recompute: str | None
+    started_at: datetime
+    ended_at: datetime
+    predicted_seconds: float
+    predicted_seconds_p10: float | None
+    predicted_seconds_p90: float | None
+    observed_seconds: float
+    observed_compute_seconds: float | None
+    ratio: float  # observed / predicted
+    error_pct: float
+    abs_error_pct: float
+    implied_utilization: float | None
+    implied_overhead: float | None
+    implied_effective_utilization: float | None  # u x (1 - f): needs only wall time
+    factors_kind: FactorsKind
+    failed_segments: int
+    profile: str | None = None  # logging profile of the run the compute time came from
+    note: str | None = None  # e.g. OVERHEAD_CLAMPED
+    kind: EstimateKind = "computed"  # the estimate's: accuracy keeps retrospective apart
+
+    @property
+    def segment(self) -> str:
+        return f"{self.gpu}/{self.precision}"
+
+
+# The run's own compute time exceeded its wall time (HF's timer starts before the MLflow run
+# exists): overhead is stored as 0, never negative.
+OVERHEAD_CLAMPED = "overhead_clamped"
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """One reconcile pass as stored: status is running, succeeded or failed."""
+
+    id: int
+    trigger: str
+    started_at: datetime
+    ended_at: datetime | None
+    status: str
+    window_after: datetime | None
+    window_cutoff: datetime | None
+    runs_seen: int
+    reconciled: int
+    skipped: int
+    factor_set_version: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RunningProjection:
+    """A linked run still RUNNING, projected from its throughput so far."""
+
+    run_id: str
+    estimate_id: str
+    started_at: datetime
+    elapsed_seconds: float
+    predicted_seconds: float
+    projected_seconds: float | None  # None without a usable throughput or a computed estimate
+    slip_pct: float | None  # + = projected to take longer than predicted
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """Where a database's schema stands against the code's migrations."""
+
+    database: str  # the URL without its password
+    current: str | None
+    head: str
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+
+# what `accuracy --by` can group by ("segment_week": "h100-sxm/bf16 2026-W41")
+ACCURACY_GROUPINGS = ("gpu_type", "precision", "segment", "month", "segment_week", "segment_month")
+ACCURACY_ALIASES = {"gpu": "gpu_type"}  # `--gpu` names the GPU model everywhere else
+
+
+@dataclass(frozen=True)
+class PendingTags:
+    """Tags the write-back still owes one MLflow run (an outbox entry)."""
+
+    run_id: str
+    estimate_id: str
+    tags: dict[str, str]

@@ -1,0 +1,82 @@
+"""Routes over the loop: reconcile, refit, history, accuracy, factors, jobs, running."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from service.domain.records import ACCURACY_GROUPINGS
+from service.entrypoints.api.deps import GUARDED, App
+from service.presenters import json_loop, json_views
+
+router = APIRouter()
+JSON = dict[str, Any]
+
+
+@router.get("/v1/history", summary="Predicted against observed, per estimate")
+def history(
+    app: App,
+    since: str | None = None,
+    gpu: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+) -> JSON:
+    return json_views.history_view(app.history(since=since, gpu=gpu, limit=limit))
+
+
+@router.get("/v1/accuracy", summary="Prediction accuracy, raw and calibrated")
+def accuracy(
+    app: App,
+    by: Annotated[
+        str | None,
+        Query(description=", ".join(ACCURACY_GROUPINGS) + "; gpu is an alias of gpu_type"),
+    ] = None,
+    since: str | None = None,
+) -> JSON:
+    return app.accuracy(by=by, since=since)
+
+
+@router.get("/v1/factors", summary="The active (or a pinned) factor set, per segment")
+def factors(
+    app: App,
+    version: int | None = None,
+    factor_set: Annotated[int | None, Query(description="The same as version")] = None,
+) -> JSON:
+    return json_loop.factors_view(app.factors(version if version is not None else factor_set))
+
+
+@router.post(
+    "/v1/factors/{version}/activate",
+    dependencies=GUARDED,
+    summary="Make this factor set the active one (a rollback or a roll forward)",
+)
+def activate_factors(app: App, version: int) -> JSON:
+    return json_loop.factors_view(app.activate_factor_set(version))
+
+
+@router.get("/v1/factors/history", summary="Every factor set, oldest first")
+def factor_history(app: App) -> JSON:
+    return json_loop.factor_history_view(app.factor_history())
+
+
+@router.post("/v1/refit", dependencies=GUARDED, summary="Refit the factors now")
+def refit(app: App, force: bool = False) -> JSON:
+    return json_loop.refit_view(app.refit(force=force))
+
+
+@router.post("/v1/reconcile", dependencies=GUARDED, summary="Run one reconcile pass now")
+def reconcile(app: App, since: str | None = None, full: bool = False) -> JSONResponse:
+    outcome = app.reconcile(trigger="api", since=since, full=full)
+    code = 409 if outcome.status == "locked" else 200
+    return JSONResponse(json_loop.outcome_view(outcome), status_code=code)
+
+
+@router.get("/v1/jobs", summary="Recent reconcile passes and the schedule")
+def jobs(app: App, limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> JSON:
+    return json_loop.jobs_view(app.jobs(limit))
+
+
+@router.get("/v1/running", summary="Linked runs still RUNNING, projected")
+def running(app: App) -> JSON:
+    return json_views.running_list_view(app.running())

@@ -1,0 +1,103 @@
+"""Routes over the planning and registry use cases: estimate, save, show, list."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from service.domain.inputs import parse_inputs
+from service.domain.units import parse_duration_seconds
+from service.entrypoints.api.deps import GUARDED, App
+from service.entrypoints.api.models import EstimateBody, EstimateQuery, PlanQuery
+from service.presenters import json_views
+
+router = APIRouter()
+JSON = dict[str, Any]
+
+
+@router.get("/v1/estimate", summary="Compute an estimate (no side effects)")
+def get_estimate(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
+    values = query.model_dump()
+    answer = app.estimate(
+        parse_inputs(values), calibrated=values["calibrated"], factor_set=values["factor_set"]
+    )
+    return json_views.answer_view(answer)
+
+
+@router.post(
+    "/v1/estimates", status_code=201, dependencies=GUARDED, summary="Compute and store an estimate"
+)
+def post_estimate(app: App, body: EstimateBody) -> JSON:
+    values = body.model_dump()
+    saved = app.save(
+        parse_inputs(values),
+        calibrated=values["calibrated"],
+        factor_set=values["factor_set"],
+        label=values["label"],
+    )
+    return json_views.saved_answer_view(saved)
+
+
+@router.get("/v1/estimates/{estimate_id}", summary="One stored estimate and its runs")
+def get_saved(app: App, estimate_id: str) -> JSON:
+    return json_views.detail_view(app.estimate_detail(estimate_id))
+
+
+@router.get("/v1/estimates", summary="Stored estimates, newest first")
+def list_saved(app: App, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> JSON:
+    return json_views.estimates_view(app.list_estimates(limit=limit))
+
+
+@router.get("/v1/plan", summary="The fewest GPUs whose wall time meets a deadline")
+def get_plan(
+    app: App,
+    query: Annotated[PlanQuery, Query()],
+) -> JSON:
+    values = query.model_dump()
+    answer = app.plan(
+        parse_inputs(values, gpus=1),
+        parse_duration_seconds(values["deadline"]),
+        values["multiple_of"],
+        calibrated=values["calibrated"],
+        confidence=values["confidence"],
+        factor_set=values["factor_set"],
+    )
+    return json_views.plan_answer_view(answer)
+
+
+@router.get("/v1/sensitivity", summary="Wall time as the inputs vary")
+def get_sensitivity(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
+    values = query.model_dump()
+    table = app.sensitivity(
+        parse_inputs(values), {}, calibrated=values["calibrated"], factor_set=values["factor_set"]
+    )
+    return json_views.sensitivity_view(table)
+
+
+class LinkBody(BaseModel):
+    """POST /v1/estimates/{id}/runs: link this MLflow run (`force`: without asking MLflow)."""
+
+    run_id: str = Field(min_length=1)
+    force: bool = False
+
+
+@router.post(
+    "/v1/estimates/{estimate_id}/runs",
+    status_code=201,
+    dependencies=GUARDED,
+    summary="Link an MLflow run to the estimate (404 if the run does not exist)",
+)
+def link_run(app: App, estimate_id: str, body: LinkBody) -> JSON:
+    created = app.link(estimate_id, body.run_id, force=body.force)
+    return {**json_views.detail_view(app.estimate_detail(estimate_id)), "created": created}
+
+
+@router.delete(
+    "/v1/estimates/{estimate_id}/runs/{run_id}",
+    dependencies=GUARDED,
+    summary="Unlink a run (its reckon.estimate_id tag is removed unless force)",
+)
+def unlink_run(app: App, estimate_id: str, run_id: str, force: bool = False) -> JSON:
+    return json_views.unlinked_view(app.unlink(estimate_id, run_id, force=force))

@@ -1,0 +1,112 @@
+"""Commands of the loop: reconcile, history, running, refit, factors, accuracy."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from service.domain.errors import ConflictError
+from service.domain.records import ACCURACY_ALIASES, ACCURACY_GROUPINGS
+from service.entrypoints.cli.base import application, cli, json_option, output
+from service.presenters import json_loop, json_views, text
+
+
+@cli.command()
+@click.option("--since", default=None, help="Rescan runs that ended after this date (backfill).")
+@click.option("--full", is_flag=True, help="Rescan every run MLflow has.")
+@json_option
+def reconcile(since: str | None, full: bool, as_json: bool) -> None:
+    """One pass now: pull finished runs from MLflow, compare, store (as the scheduler does)."""
+    show_progress = not as_json and sys.stderr.isatty()
+    outcome = application().reconcile(
+        trigger="cli", since=since, full=full, on_progress=_progress if show_progress else None
+    )
+    if show_progress:
+        click.echo("", err=True)
+    if outcome.status == "locked":  # exit 4, so a CronJob does not report a pass that never ran
+        raise ConflictError(outcome.summary)
+    output(as_json, outcome, json_loop.outcome_view, text.outcome_text)
+
+
+def _progress(runs_seen: int) -> None:
+    click.echo(f"\rscanned {runs_seen:,} runs", err=True, nl=False)
+
+
+@cli.command(name="running")
+@json_option
+def running_command(as_json: bool) -> None:
+    """Linked runs still RUNNING, with a projected finish against the plan."""
+    output(as_json, application().running(), json_views.running_list_view, text.running_text)
+
+
+@cli.command()
+@click.option("--since", default=None, help="Only runs that ended after this date.")
+@click.option("--gpu", default=None, help="Only this GPU model.")
+@click.option("--limit", type=click.IntRange(1, 1_000_000), default=None, help="At most N rows.")
+@json_option
+def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool) -> None:
+    """Predicted against observed, per estimate, newest first."""
+    rows = application().history(since=since, gpu=gpu, limit=limit)
+    output(as_json, rows, json_views.history_view, text.history_text)
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Activate the new set even if its backtest is worse.")
+@json_option
+def refit(force: bool, as_json: bool) -> None:
+    """Fit utilization and overhead per segment from the reconciled history now."""
+    output(as_json, application().refit(force=force), json_loop.refit_view, lambda o: o.message)
+
+
+@cli.group(invoke_without_command=True)
+@click.option(
+    "--version",
+    "--factor-set",
+    "version",
+    type=int,
+    default=None,
+    help="This version, not the active one (--factor-set is the same option, named as in "
+    "`reckon estimate`).",
+)
+@json_option
+@click.pass_context
+def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
+    """The factor set per segment: utilization, overhead, their P10-P90 ranges, n, level.
+    `reckon factors list` shows every set; `reckon factors activate N` makes N active."""
+    if ctx.invoked_subcommand is None:
+        answer = application().factors(version)
+        output(as_json, answer, json_loop.factors_view, text.factors_text)
+
+
+@factors.command(name="list")
+@json_option
+def factors_list(as_json: bool) -> None:
+    """Every factor set: version, created, active, backtest scores, n."""
+    output(as_json, application().factor_history(), json_loop.factor_history_view, text.sets_text)
+
+
+@factors.command(name="activate")
+@click.argument("version", type=int)
+@json_option
+def factors_activate(version: int, as_json: bool) -> None:
+    """Make factor set VERSION the active one (a rollback, or a roll forward). It stays active
+    until a newer set passes the refit's gate against it; activate another to undo."""
+    answer = application().activate_factor_set(version)
+    output(as_json, answer, json_loop.factors_view, text.factors_text)
+
+
+@cli.command(name="accuracy")
+@click.option(
+    "--by",
+    type=click.Choice([*ACCURACY_GROUPINGS, *ACCURACY_ALIASES]),
+    default=None,
+    help="Group the scores. `gpu` is an alias of `gpu_type` (the GPU model, as --gpu names "
+    "it elsewhere), not of a GPU count.",
+)
+@click.option("--since", default=None, help="Only runs that ended after this date.")
+@json_option
+def accuracy_command(by: str | None, since: str | None, as_json: bool) -> None:
+    """How wrong were we: n, median APE, MAPE, bias and P10-P90 coverage, raw and calibrated."""
+    document = application().accuracy(by=by, since=since)
+    output(as_json, document, lambda d: d, text.accuracy_text)

@@ -1,0 +1,68 @@
+"""Commands that run or maintain the service: serve, scheduler, report, db upgrade/current.
+The process runners (uvicorn, APScheduler) and matplotlib load only inside their command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from service.entrypoints.cli.base import application, cli, json_option, output
+from service.presenters import json_loop, text
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--no-scheduler", is_flag=True, help="API only (for extra replicas).")
+def serve(host: str, port: int, no_scheduler: bool) -> None:
+    """Run the HTTP API and dashboard, and the nightly scheduler unless --no-scheduler."""
+    from service.entrypoints import server
+
+    server.serve(application(), host=host, port=port, with_scheduler=not no_scheduler)
+
+
+@cli.command(name="scheduler")
+def scheduler_command() -> None:
+    """Run only the nightly scheduler (no HTTP), in the foreground."""
+    from service.entrypoints import server
+
+    server.run_scheduler(application())
+
+
+@cli.command()
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for index.html and the PNG charts.",
+)
+def report(out_dir: Path) -> None:
+    """Write the dashboard's charts (PNG) and an index.html into a directory."""
+    from service.presenters.report import write_report
+
+    data = application().report()
+    if data.running_error is not None:
+        click.echo(f"running runs left out of the report: {data.running_error}", err=True)
+    for path in write_report(out_dir, data):
+        click.echo(str(path))
+
+
+@cli.group()
+def db() -> None:
+    """Database schema (Alembic)."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Migrate the database named by RECKON_DATABASE_URL to the newest schema."""
+    status = application().upgrade_schema()
+    click.echo(f"{status.database} is at revision {status.current}")
+
+
+@db.command()
+@json_option
+def current(as_json: bool) -> None:
+    """Show the database's schema revision and the newest one."""
+    output(as_json, application().schema_status(), json_loop.schema_view, text.schema_text)

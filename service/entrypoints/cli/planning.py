@@ -1,0 +1,146 @@
+"""Commands that answer from the catalog alone: estimate, plan, sensitivity, hardware.
+`estimate --save` and `--calibrated` also reach the database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from service.domain.errors import InputError
+from service.domain.units import parse_duration_seconds
+from service.entrypoints.cli.base import (
+    application,
+    cli,
+    estimate_options,
+    inputs_of,
+    json_option,
+    output,
+)
+from service.presenters import json_views, text
+
+
+@cli.command()
+@estimate_options()
+@click.option(
+    "--calibrated",
+    is_flag=True,
+    help="Use fitted factors (the active factor set) and report P10/P50/P90.",
+)
+@click.option(
+    "--factor-set",
+    type=int,
+    default=None,
+    help="Pin this factor set version (implies --calibrated).",
+)
+@click.option("--save", is_flag=True, help="Store it as a prediction; prints its id and tag.")
+@click.option("--label", default=None, help="A short note stored with a saved estimate.")
+@json_option
+def estimate(
+    as_json: bool,
+    calibrated: bool,
+    factor_set: int | None,
+    save: bool,
+    label: str | None,
+    **options: Any,
+) -> None:
+    """Estimate FLOPs, compute and wall time, GPU-hours and MFU for one training job."""
+    app, inputs = application(), inputs_of(options)
+    if save:
+        saved = app.save(inputs, calibrated=calibrated, factor_set=factor_set, label=label)
+        output(as_json, saved, json_views.saved_answer_view, text.saved_text)
+        return
+    answer = app.estimate(inputs, calibrated=calibrated, factor_set=factor_set)
+    output(as_json, answer, json_views.answer_view, text.answer_text)
+
+
+@cli.command()
+@estimate_options(with_gpus=False)
+@click.option("--deadline", required=True, help="Wall-clock deadline: 30d, 3.5d, 3d8h, P3DT8H.")
+@click.option(
+    "--multiple-of",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Round the GPU count up to a multiple of this.",
+)
+@click.option("--whole-nodes", is_flag=True, help="Same as --multiple-of 8 (8-GPU nodes).")
+@click.option(
+    "--calibrated", is_flag=True, help="Plan with fitted factors (the active factor set)."
+)
+@click.option(
+    "--confidence",
+    type=float,
+    default=None,
+    help="With --calibrated: meet the deadline at this quantile, e.g. 0.9 to be 90% sure "
+    "[default: 0.5]. Implies --calibrated.",
+)
+@click.option("--factor-set", type=int, default=None, help="Pin this factor set version.")
+@json_option
+def plan(
+    deadline: str,
+    multiple_of: int,
+    whole_nodes: bool,
+    calibrated: bool,
+    confidence: float | None,
+    factor_set: int | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """The fewest GPUs whose wall time meets a deadline (with --calibrated, at a quantile
+    of the predictive distribution: --confidence 0.9 is "90% sure to finish in time")."""
+    answer = application().plan(
+        inputs_of(options, gpus=1),
+        parse_duration_seconds(deadline),
+        8 if whole_nodes else multiple_of,
+        calibrated=calibrated,
+        confidence=confidence,
+        factor_set=factor_set,
+    )
+    output(as_json, answer, json_views.plan_answer_view, text.plan_answer_text)
+
+
+def _parse_vary(values: tuple[str, ...]) -> dict[str, list[str]]:
+    extra: dict[str, list[str]] = {}
+    for item in values:
+        name, sep, listed = item.partition("=")
+        choices = [part.strip() for part in listed.split(",") if part.strip()]
+        if not sep or not name.strip() or not choices:
+            raise InputError(f"--vary takes NAME=V1,V2,..., got {item!r}")
+        extra[name.strip().replace("-", "_")] = choices
+    return extra
+
+
+@cli.command()
+@estimate_options()
+@click.option(
+    "--vary",
+    multiple=True,
+    metavar="NAME=V1,V2",
+    help="Also vary this input over these values (repeatable), e.g. tokens=5e11,2e12.",
+)
+@click.option(
+    "--calibrated", is_flag=True, help="Fitted factors: P10/P50/P90 per row (its own segment)."
+)
+@click.option("--factor-set", type=int, default=None, help="Pin this factor set version.")
+@json_option
+def sensitivity(
+    vary: tuple[str, ...],
+    calibrated: bool,
+    factor_set: int | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Wall time as utilization, recompute, GPU count, precision (and more) vary."""
+    table = application().sensitivity(
+        inputs_of(options), _parse_vary(vary), calibrated=calibrated, factor_set=factor_set
+    )
+    output(as_json, table, json_views.sensitivity_view, text.sensitivity_text)
+
+
+@cli.command()
+@json_option
+def hardware(as_json: bool) -> None:
+    """List the GPU catalog: dense peak TFLOP/s per precision, with sources."""
+    specs = application().hardware()
+    output(as_json, specs, json_views.hardware_view, text.hardware_text)

@@ -1,0 +1,206 @@
+"""Accuracy history (DESIGN §4 `reckon accuracy`): how wrong were the predictions, by GPU,
+precision, segment or month, raw and calibrated side by side. "Raw" is each prediction as
+it was made and stored; "calibrated" is what Reckon's refit would have predicted for the
+same run from data that ended before the run started (the time-ordered backtest), so the
+two columns answer "how good were we" and "how good would calibration have been"."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from service.calibration import backtest, fit, gate
+from service.calibration.model import FactorSet, FitParameters, Prior
+from service.calibration.observations import ObservationArrays
+from service.domain.errors import InputError
+from service.domain.records import Reconciliation
+from service.domain.values import Factors
+from service.ports import UnitOfWork
+
+GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
+    "gpu_type": lambda item: item.gpu,
+    "precision": lambda item: item.precision,
+    "segment": lambda item: item.segment,
+    "month": lambda item: f"{item.ended_at:%Y-%m}",
+    # "<segment> <period>": the dashboard's calibrated error over time, per segment
+    "segment_week": lambda item: f"{item.segment} {item.ended_at:%G-W%V}",
+    "segment_month": lambda item: f"{item.segment} {item.ended_at:%Y-%m}",
+}
+MAX_CALIBRATED_TARGETS = 100_000
+
+
+@dataclass(frozen=True)
+class Scores:
+    """n; median and mean absolute % error; bias = exp(mean log(predicted/observed)) − 1 in
+    % (> 0: predictions too long) and the mean log ratio itself; coverage = share of
+    observations inside P10–P90 (None when no prediction had a range)."""
+
+    n: int
+    median_ape: float | None
+    mape: float | None
+    bias: float | None
+    bias_log: float | None
+    coverage: float | None
+
+
+@dataclass(frozen=True)
+class _Point:
+    log_ratio: float  # log(predicted / observed)
+    inside: bool | None
+
+
+def accuracy(
+    uow: UnitOfWork,
+    prior: Prior,
+    params: FitParameters,
+    *,
+    by: str | None = None,
+    since: datetime | None = None,
+) -> dict[str, object]:
+    if by is not None and by not in GROUPINGS:
+        raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
+    with uow:
+        everything = uow.reconciliations.history(since=since)
+        data, estimate_ids = uow.factor_sets.observations()
+        active = uow.factor_sets.active()
+    # Retrospective estimates (`reckon import`) were never forecasts: the refit learns from
+    # them, but they are scored apart, so they cannot flatter (or spoil) the forecasts.
+    history = [item for item in everything if item.kind != "retrospective"]
+    retrospective = [item for item in everything if item.kind == "retrospective"]
+    raw = {item.estimate_id: _raw_point(item) for item in everything}
+    calibrated: dict[str, _Point] = {}
+    evidence: dict[str, gate.Evidence] = {}
+    if len(data):
+        detail = backtest.backtest_targets(
+            data, since, prior, params, max_targets=MAX_CALIBRATED_TARGETS
+        )
+        evidence = _evidence(data, detail, params)
+        for row, log_ratio, inside in zip(
+            detail.rows.tolist(), detail.log_ratio.tolist(), detail.inside.tolist(), strict=True
+        ):
+            calibrated[estimate_ids[row]] = _Point(log_ratio, bool(inside))
+    key = GROUPINGS[by] if by is not None else None
+    groups: dict[str, list[Reconciliation]] = defaultdict(list)
+    if key is not None:
+        for item in history:
+            groups[key(item)].append(item)
+    return {
+        "by": by,
+        "since": None if since is None else since.isoformat(),
+        "overall": _pair(history, raw, calibrated),
+        "groups": [
+            _group(name, _pair(items, raw, calibrated), _fallback(active, by, name), evidence)
+            for name, items in sorted(groups.items())
+        ],
+        "retrospective": _pair(retrospective, raw, calibrated),
+    }
+
+
+def _evidence(
+    data: ObservationArrays, detail: backtest.TargetErrors, params: FitParameters
+) -> dict[str, gate.Evidence]:
+    """The gate's per-key evidence against raw (the defaults), on the targets the refit
+    reads: those that ended within its horizon of the newest run (service.calibration.fit)."""
+    window = data.ended_at[detail.rows] >= data.ended_at.max() - fit.horizon_seconds(params)
+    chosen = np.flatnonzero(window)
+    targets = data.take(detail.rows[chosen])
+    default = Factors()
+    raw_log_ratio = np.log(targets.effective_utilization) - math.log(
+        default.utilization * (1.0 - default.overhead)
+    )
+    keys_of = gate.target_keys(targets)
+    keys = {key for target_keys in keys_of for key in target_keys}
+    entries = [detail.keys[i] for i in chosen.tolist()]
+    return gate.segment_evidence(keys, keys_of, entries, detail.log_ratio[chosen], raw_log_ratio)
+
+
+def _group(
+    name: str, scores: dict[str, object], fallback: bool | None, evidence: dict[str, gate.Evidence]
+) -> dict[str, object]:
+    """A group's row; where calibrated looks worse and the segment did not fall back, `note`
+    says why, from the gate's evidence for that key (service.calibration.gate)."""
+    note = None
+    if scores["calibrated_worse"] and not fallback and name in evidence:
+        note = _why_not_fallen_back(evidence[name])
+    return {"group": name, **scores, "fallback": fallback, "note": note}
+
+
+def _why_not_fallen_back(seen: gate.Evidence) -> str:
+    if seen.worse is None:
+        return (
+            f"worse than raw; not fallen back: too few runs in the refit's window to judge "
+            f"({seen.n}, the gate needs {gate.THIN_MIN_TARGETS})"
+        )
+    if seen.worse:
+        return "worse than raw; not fallen back yet: the next refit falls it back"
+    window = "its own runs" if seen.basis == "own" else "the runs in the refit's window"
+    if seen.looks_worse:
+        return (
+            f"worse than raw; not fallen back: on {window} ({seen.n}) calibrated is worse "
+            f"({100 * (seen.calibrated or 0):.1f}% vs {100 * (seen.raw or 0):.1f}%) within "
+            f"noise (worse in {100 * (seen.worse_share or 0):.0f}% of resamples, the gate "
+            f"needs {100 * gate.WORSE_CONFIDENCE:.0f}%)"
+        )
+    return (
+        f"worse than raw over its whole history; not fallen back: on {window} ({seen.n}) "
+        f"calibrated beats raw ({100 * (seen.calibrated or 0):.1f}% vs "
+        f"{100 * (seen.raw or 0):.1f}%)"
+    )
+
+
+def _raw_point(item: Reconciliation) -> _Point:
+    inside = None
+    if item.predicted_seconds_p10 is not None and item.predicted_seconds_p90 is not None:
+        inside = item.predicted_seconds_p10 <= item.observed_seconds <= item.predicted_seconds_p90
+    return _Point(math.log(item.predicted_seconds / item.observed_seconds), inside)
+
+
+def _pair(
+    items: list[Reconciliation], raw: dict[str, _Point], calibrated: dict[str, _Point]
+) -> dict[str, object]:
+    ids = [item.estimate_id for item in items]
+    raw_scores = _scores(raw[i] for i in ids)
+    calibrated_scores = _scores(calibrated[i] for i in ids if i in calibrated)
+    worse = (
+        raw_scores.median_ape is not None
+        and calibrated_scores.median_ape is not None
+        and calibrated_scores.median_ape > raw_scores.median_ape
+    )
+    return {
+        "raw": raw_scores.__dict__,
+        "calibrated": calibrated_scores.__dict__,
+        "calibrated_worse": worse,
+    }
+
+
+def _fallback(active: FactorSet | None, by: str | None, group: str) -> bool | None:
+    """Whether the active set's entry for this gpu or gpu/precision[/recompute] fell back."""
+    if by not in ("gpu_type", "segment"):
+        return None
+    if active is None:
+        return False
+    entry = active.segments.get(group)
+    return entry is not None and entry.fallback
+
+
+def _scores(points: Iterable[_Point]) -> Scores:
+    chosen = list(points)
+    if not chosen:
+        return Scores(0, None, None, None, None, None)
+    errors = [100.0 * abs(math.expm1(point.log_ratio)) for point in chosen]
+    mean_log = statistics.fmean(point.log_ratio for point in chosen)
+    ranged = [point.inside for point in chosen if point.inside is not None]
+    return Scores(
+        n=len(chosen),
+        median_ape=statistics.median(errors),
+        mape=statistics.fmean(errors),
+        bias=100.0 * math.expm1(mean_log),
+        bias_log=mean_log,
+        coverage=statistics.fmean(ranged) if ranged else None,
+    )

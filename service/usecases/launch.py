@@ -1,0 +1,169 @@
+"""`reckon launch --estimate ID [--experiment NAME] -- CMD ...`: run a training command
+inside an MLflow run linked to an estimate, without touching the training code.
+
+Creates the run (tag reckon.estimate_id plus the estimate's configuration tags), starts CMD
+with MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID, MLFLOW_EXPERIMENT_NAME, MLFLOW_TAGS (JSON, read by
+Hugging Face's MLflowCallback), MLFLOW_TRACKING_URI and RECKON_ESTIMATE_ID set, forwards
+SIGINT/SIGTERM to it, and ends the run FINISHED (exit 0), KILLED (a signal) or FAILED (any
+other exit), returning CMD's exit code. A framework that ignores MLFLOW_RUN_ID (Lightning)
+creates a run of its own, which the run-context plugin tags from RECKON_ESTIMATE_ID; the
+pre-created run is then deleted when nothing was logged into it, rather than left RUNNING
+and empty."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from service.domain.errors import InputError, NotFoundError
+from service.domain.records import ESTIMATE_TAG, SavedEstimate
+from service.ports import LaunchRuns, UnitOfWork
+
+ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
+DEFAULT_EXPERIMENT = "Default"
+_FORWARDED = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    estimate_id: str
+    command: tuple[str, ...]
+    experiment: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    exit_code: int  # CMD's own code; 128 + N when a signal N ended it (shell convention)
+    status: str  # what the run(s) were ended as: FINISHED, FAILED or KILLED
+    run_id: str  # the run launch created
+    experiment_id: str
+    experiment_name: str
+    child_run_ids: tuple[str, ...]  # other runs the command started for this estimate
+    deleted_pre_created: bool  # the created run was empty and the command logged elsewhere
+
+
+def configuration_tags(saved: SavedEstimate) -> dict[str, str]:
+    """The tags a launched run carries: the link and the configuration it was planned for."""
+    tags = {
+        ESTIMATE_TAG: saved.id,
+        "reckon.gpu": saved.gpu,
+        "reckon.gpus": str(saved.gpus),
+        "reckon.precision": saved.precision,
+    }
+    if saved.estimate is not None:
+        request = saved.estimate.request
+        tags["reckon.params"] = repr(request.model.params)
+        tags["reckon.tokens"] = repr(request.model.tokens)
+        tags["reckon.recompute"] = request.recompute
+    return tags
+
+
+def experiment_name(
+    options: LaunchOptions, environ: Mapping[str, str], configured: Sequence[str]
+) -> str:
+    """--experiment, else MLFLOW_EXPERIMENT_NAME, else the first of RECKON_EXPERIMENTS."""
+    return (
+        options.experiment
+        or environ.get("MLFLOW_EXPERIMENT_NAME")
+        or (configured[0] if configured else DEFAULT_EXPERIMENT)
+    )
+
+
+def exit_status(return_code: int, signalled: bool) -> tuple[str, int]:
+    """MLflow status and shell exit code for a child's return code (negative: a signal)."""
+    if return_code < 0:
+        return "KILLED", 128 - return_code
+    if return_code == 0:
+        return ("KILLED" if signalled else "FINISHED"), 0
+    return ("KILLED" if signalled else "FAILED"), return_code
+
+
+def launch(
+    uow: UnitOfWork,
+    runs: LaunchRuns,
+    options: LaunchOptions,
+    *,
+    environ: Mapping[str, str] | None = None,
+    configured_experiments: Sequence[str] = (),
+) -> LaunchOutcome:
+    """Run CMD linked to the estimate and return how it ended (see the module docstring)."""
+    if not options.command:
+        raise InputError("nothing to launch: give the command after --")
+    with uow:
+        saved = uow.estimates.get(options.estimate_id)
+    if saved is None:
+        raise NotFoundError(f"no estimate with id {options.estimate_id!r}")
+    base = dict(os.environ if environ is None else environ)
+    name = experiment_name(options, base, configured_experiments)
+    experiment_id = runs.experiment_id(name)
+    tags = configuration_tags(saved)
+    started_ms = int(time.time() * 1000)
+    run_id = runs.create(experiment_id, tags, started_ms)
+    child_env = {
+        **base,
+        "MLFLOW_TRACKING_URI": runs.tracking_uri,
+        "MLFLOW_RUN_ID": run_id,
+        "MLFLOW_EXPERIMENT_ID": experiment_id,
+        "MLFLOW_EXPERIMENT_NAME": name,  # HF refuses a run from another experiment
+        "MLFLOW_TAGS": json.dumps(tags),
+        ESTIMATE_ENV: saved.id,
+    }
+    try:
+        return_code, signalled = _supervise(options.command, child_env)
+    except OSError as error:
+        runs.end(run_id, "FAILED")
+        raise InputError(f"cannot run {options.command[0]!r}: {error.strerror}") from None
+    status, code = exit_status(return_code, signalled)
+    others = runs.others_for(experiment_id, saved.id, run_id, started_ms)
+    for other, other_status in others:
+        if other_status == "RUNNING":  # the command died before ending its own run
+            runs.end(other, status)
+    deleted = bool(others) and runs.is_empty(run_id)
+    if deleted:
+        runs.delete(run_id)
+    else:
+        runs.end(run_id, status)
+    return LaunchOutcome(
+        exit_code=code,
+        status=status,
+        run_id=run_id,
+        experiment_id=experiment_id,
+        experiment_name=name,
+        child_run_ids=tuple(other for other, _ in others),
+        deleted_pre_created=deleted,
+    )
+
+
+def _supervise(command: Sequence[str], env: Mapping[str, str]) -> tuple[int, bool]:
+    """Run the command to its end, passing SIGINT/SIGTERM on to it (the child decides how
+    to stop; launch only waits). Returns its return code and whether a signal was passed."""
+    child = subprocess.Popen(list(command), env=dict(env))
+    forwarded: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        forwarded.append(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    try:
+        for sig in _FORWARDED:
+            previous[sig] = signal.signal(sig, forward)
+    except ValueError:  # not the main thread: nothing to forward from
+        previous.clear()
+    try:
+        while True:
+            try:
+                return child.wait(), bool(forwarded)
+            except KeyboardInterrupt:  # a handler we did not install; keep waiting
+                continue
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)

@@ -1,0 +1,82 @@
+"""Use cases for operators: health, metrics, the report, the schema."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from service.domain.errors import InputError, ReckonError, UnavailableError
+from service.domain.records import RunningProjection, SchemaStatus
+from service.usecases.loop import LoopCases
+from service.usecases.results import Health, ReportData
+
+if TYPE_CHECKING:
+    from service.usecases.queries import Snapshot
+
+
+class OperationsCases(LoopCases):
+    """Health, metrics, the report, the schema."""
+
+    def health(self) -> Health:
+        """Readiness: the database must answer; MLflow is reported, not required."""
+        database = self._check(self._ping_database)
+        return Health(database=database, mlflow=self._check(self._ping_mlflow))
+
+    def _ping_database(self) -> None:
+        with self._adapters.reader() as uow:
+            uow.passes.recent(1)
+
+    def _ping_mlflow(self) -> None:
+        self._adapters.run_source().ping()
+
+    @staticmethod
+    def _check(probe: Callable[[], None]) -> str:
+        try:
+            probe()
+        except ReckonError as error:
+            return str(error)
+        return "ok"
+
+    def mlflow_ui_url(self) -> str | None:
+        """Where the MLflow UI is, for links to runs: the tracking server's http(s) address
+        without credentials, query or fragment; None for a file store or no MLflow at all."""
+        parts = urlsplit(self.policy.mlflow_tracking_uri or "")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+    def metrics(self) -> Snapshot:
+        from service.usecases import queries
+
+        return queries.snapshot(self._adapters.reader())
+
+    def report(self) -> ReportData:
+        """What `reckon report` draws: the history, accuracy by GPU, every factor set and
+        the running runs (left out, with the reason, when MLflow is down or unset)."""
+        running: list[RunningProjection] = []
+        running_error = None
+        try:
+            running = self.running()
+        except (UnavailableError, InputError) as error:
+            running_error = str(error)
+        return ReportData(
+            history=self.history(),
+            accuracy=self.accuracy(by="gpu_type"),
+            factor_history=self.factor_history(),
+            running=running,
+            running_error=running_error,
+            generated_at=self.clock.now(),
+        )
+
+    def schema_status(self) -> SchemaStatus:
+        return self._adapters.schema().status()
+
+    def upgrade_schema(self) -> SchemaStatus:
+        return self._adapters.schema().upgrade()
+
+    def require_schema(self) -> None:
+        """Refuse to serve on an out-of-date schema (SQLite upgrades itself here)."""
+        self._adapters.schema().ensure()
