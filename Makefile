@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install dev clean
+.PHONY: demo test unit lint install dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,13 +30,17 @@ demo: $(VENV)/.dev-installed
 	$(BIN)/python -m demo
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check service tests bench demo
-	$(BIN)/ruff format --check service tests bench demo
+	$(BIN)/ruff check service migrations tests bench demo
+	$(BIN)/ruff format --check service migrations tests bench demo
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The unit suite alone (pure logic and fakes of our own ports; no servers): seconds.
+unit: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest tests/unit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -28,7 +28,7 @@ planner would; (2) computes the uncalibrated u = 0.4, f = 0 estimate; (3) comput
 oracle: the job's wall time at the segment's true u and f (no noise). It then writes the
 job's MLflow runs, tagged with the estimate id, with their future (simulated) end times: a
 pass only reads runs whose end time is at or before its cutoff, so no run is seen early.
-A nightly pass (`app.reconcile(trigger="scheduler")`, reconcile then refit) runs at
+A nightly pass (`app.loop.reconcile(trigger="scheduler")`, reconcile then refit) runs at
 02:00 UTC of every simulated day, and after the last job ends every job must be reconciled.
 
 Reported: median absolute % error (|predicted/observed − 1|, as Reckon scores itself) of
@@ -61,7 +61,6 @@ from pathlib import Path
 
 import numpy as np
 from mlflow.tracking import MlflowClient
-from service.adapters.db.engine import make_engine
 
 from demo.mlflow_server import (
     CLIENT_ENVIRONMENT,
@@ -70,14 +69,15 @@ from demo.mlflow_server import (
     unique_name,
 )
 from service.adapters.db import migrate
+from service.adapters.db.engine import make_engine
 from service.app import Reckon
 from service.bootstrap import build
 from service.config import Settings
+from service.domain import requests
+from service.domain.inputs import RawInputs
 from service.domain.records import ESTIMATE_TAG, Reconciliation
 from service.domain.values import EstimateRequest, Factors
 from service.presenters.json_loop import factors_view
-from service.usecases import estimates
-from service.usecases.estimates import RawInputs
 
 METRIC = "tokens_per_second"
 HISTORY_START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -283,13 +283,15 @@ def raw_for(job: Job) -> RawInputs:
 
 
 def request_for(app: Reckon, job: Job) -> EstimateRequest:
-    return estimates.build_request(app.catalog, raw_for(job))
+    return requests.build_request(app.catalog, raw_for(job))
 
 
 def predict(app: Reckon, job: Job) -> Prediction:
     """At the job's start: calibrated (saved, as a planner would), uncalibrated, oracle."""
     request = request_for(app, job)
-    answer = app.save(raw_for(job), calibrated=True, label=f"bench-calibration job {job.index}")
+    answer = app.planning.save(
+        raw_for(job), calibrated=True, label=f"bench-calibration job {job.index}"
+    )
     calibrated, saved = answer.answer.calibrated, answer.saved  # saved at the job's start
     assert calibrated is not None
     result = calibrated.estimate
@@ -312,7 +314,7 @@ def predict(app: Reckon, job: Job) -> Prediction:
 
 def _wall(app: Reckon, request: EstimateRequest, factors: Factors) -> float:
     changed = dataclasses.replace(request, factors=factors)
-    return estimates.compute(app.catalog, changed).wall_seconds
+    return requests.compute(app.catalog, changed).wall_seconds
 
 
 def write_runs(client: MlflowClient, experiment_id: str, job: Job, estimate_id: str) -> None:
@@ -375,12 +377,12 @@ def replay(
 def nightly_pass(app: Reckon, clock: SimClock, at: datetime, stats: ReplayStats) -> None:
     clock.advance_to(at)
     started = time.perf_counter()
-    outcome = app.reconcile(trigger="scheduler")
+    outcome = app.loop.reconcile(trigger="scheduler")
     for _ in range(LOCK_RETRIES):  # a shared PostgreSQL: the advisory lock is database-wide
         if outcome.status != "locked":
             break
         time.sleep(0.5)
-        outcome = app.reconcile(trigger="scheduler")
+        outcome = app.loop.reconcile(trigger="scheduler")
     stats.pass_seconds += time.perf_counter() - started
     if outcome.status != "succeeded":
         raise RuntimeError(f"pass at {at:%Y-%m-%d}: {outcome.summary}")
@@ -392,7 +394,7 @@ def check_reconciled(app: Reckon, predictions: Sequence[Prediction], stats: Repl
     """Every job reconciled exactly once, with the wall time the simulation produced (so a
     crashed job's FAILED run, seen by an earlier pass, counted) and, when it logged
     throughput, the utilization and overhead it actually had."""
-    rows: dict[str, Reconciliation] = {row.estimate_id: row for row in app.history()}
+    rows: dict[str, Reconciliation] = {row.estimate_id: row for row in app.queries.history()}
     missing = [p.job.index for p in predictions if p.estimate_id not in rows]
     if missing or len(rows) != len(predictions) or stats.reconciled != len(predictions):
         raise AssertionError(
@@ -542,9 +544,9 @@ def table(rows: Sequence[Score]) -> list[str]:
 def service_facts(app: Reckon) -> list[str]:
     """What Reckon ended with: how many refits were activated, and the last active factor
     set against the truth at the end of the history."""
-    sets = app.factor_history().sets
+    sets = app.factor_sets.history().sets
     activated = sum(1 for item in sets if item.activated_at is not None)
-    document = factors_view(app.factors())
+    document = factors_view(app.factor_sets.show())
     by_key = {item["segment"]: item for item in document["segments"]}
     lines = [
         f"Refits made {len(sets)} factor sets; {activated} were activated, the others kept "

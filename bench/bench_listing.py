@@ -1,5 +1,5 @@
 """Listing N runs: a bare paged `MlflowClient.search_runs` (the floor, MLflow's own serving
-speed) vs `MlflowRunSource.terminated_runs` over the same runs (DESIGN §7: a pass may cost
+speed) vs `MlflowRunSource.terminated_runs` over the same runs (docs/contract.md §7: a pass may cost
 at most 1.25x the listing). Starts its own MLflow server unless --uri is given.
 
     python -m bench.bench_listing --n 2000

@@ -20,13 +20,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from service.adapters.db import locks, migrate
 from service.adapters.db.engine import make_engine
 from service.adapters.db.unit_of_work import SqlUnitOfWork
-
-from service.adapters.db import locks, migrate
 from service.bootstrap import SystemClock
 from service.domain.records import ObservedRun
-from service.usecases import estimates
+from service.usecases import registry
 from service.usecases.nightly.passes import PassOptions, run_pass
 from tests.builders import an_estimate
 from tests.databases import empty_database
@@ -66,7 +65,7 @@ def main() -> None:
         migrate.upgrade(engine)
         now = datetime.now(UTC)
         planned = an_estimate(gpus=4096)
-        ids = [estimates.save(SqlUnitOfWork(engine), planned, now=now).id for _ in range(args.n)]
+        ids = [registry.save(SqlUnitOfWork(engine), planned, now=now).id for _ in range(args.n)]
         source = FakeRunSource(runs=linked_runs(ids, now))
         timings = []
         for attempt in range(2):

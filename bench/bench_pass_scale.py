@@ -1,4 +1,5 @@
-"""A nightly pass costs in proportion to new runs (DESIGN §7: 50k already reconciled + 1k new
+"""A nightly pass costs in proportion to new runs (docs/contract.md §7: 50k already reconciled + 1k
+new
 within 1.2x of 1k new alone): the same 1k new MLflow runs are reconciled by a full pass
 (`Reckon.reconcile`, refit included, MLflow tag write-back off) into a fresh database
 that holds nothing else, and into one that already holds H reconciled estimates and an
@@ -27,9 +28,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from service.adapters.db.engine import make_engine
-from service.adapters.db.unit_of_work import SqlUnitOfWork
-
 from bench.bench_reconcile import create_linked_runs
 from bench.bench_refit_db import add_active_set, write_history
 from demo.mlflow_server import (
@@ -37,10 +35,12 @@ from demo.mlflow_server import (
     MlflowServer,
 )
 from service.adapters.db import migrate
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.bootstrap import build
 from service.config import Settings
 from service.domain.records import SavedEstimate
-from service.usecases import estimates
+from service.usecases import registry
 from tests.builders import an_estimate
 from tests.databases import empty_database
 
@@ -52,11 +52,11 @@ def new_runs(uri: str, n: int, now: datetime, threads: int = 4) -> tuple[str, li
     """`n` saved estimates (not stored yet) and one finished MLflow run linked to each, all
     started about 3 days before `now` and ended 3 hours before it."""
     made = []
-    with tempfile.TemporaryDirectory() as tmp:  # estimates.save needs a unit of work
+    with tempfile.TemporaryDirectory() as tmp:  # registry.save needs a unit of work
         engine = make_engine(f"sqlite:///{Path(tmp) / 'scratch.db'}")
         migrate.upgrade(engine)
         made = [
-            estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now) for _ in range(n)
+            registry.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now) for _ in range(n)
         ]
         engine.dispose()
     ids = [saved.id for saved in made]
@@ -87,7 +87,7 @@ def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int,
             write_back_tags=False,
         )
     )
-    app.require_schema()  # the schema check outside the timing
+    app.operations.require_schema()  # the schema check outside the timing
     refit_seconds: list[float] = []
     in_pass = app._refit_in_pass()
 
@@ -106,7 +106,7 @@ def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int,
 
     app._refit_in_pass = TimedRefit  # type: ignore[method-assign,assignment]
     started = time.perf_counter()
-    outcome = app.reconcile(trigger="bench")
+    outcome = app.loop.reconcile(trigger="bench")
     elapsed = time.perf_counter() - started
     app.close()
     return elapsed, sum(refit_seconds), len(outcome.reconciled), outcome.factor_set

@@ -1,4 +1,4 @@
-"""A reconcile pass over N new runs against listing the same N runs (DESIGN §7: the pass
+"""A reconcile pass over N new runs against listing the same N runs (docs/contract.md §7: the pass
 may cost at most 1.25x the listing), on a real MLflow server and a real database.
 
     python -m bench.bench_reconcile --n 2000 [--database-url sqlite]
@@ -38,8 +38,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
-from service.adapters.db.engine import make_engine
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import text
 
 from bench.bench_listing import bare_listing
@@ -51,11 +49,13 @@ from demo.mlflow_server import (
     unique_name,
 )
 from service.adapters.db import locks, migrate
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.rest import searcher
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.domain.records import ESTIMATE_TAG
-from service.usecases import estimates
+from service.usecases import registry
 from service.usecases.nightly.passes import PassOptions, run_pass
 from tests.builders import an_estimate
 from tests.databases import empty_database
@@ -76,7 +76,7 @@ def populate(uri: str, engine_urls: list[str], n: int, threads: int = 4) -> str:
     planned = an_estimate(gpus=4096)
     ids = []
     for _ in range(n):
-        saved = estimates.save(SqlUnitOfWork(engines[0]), planned, now=now)
+        saved = registry.save(SqlUnitOfWork(engines[0]), planned, now=now)
         for engine in engines[1:]:
             with SqlUnitOfWork(engine) as uow:
                 uow.estimates.add(saved)

@@ -1,4 +1,4 @@
-"""Refit over N stored reconciliations (DESIGN §7: 1M within a few seconds on 2 cores):
+"""Refit over N stored reconciliations (docs/contract.md §7: 1M within a few seconds on 2 cores):
 times `service.calibration.fit.fit` on a synthetic columnar history and prints seconds and peak RSS.
 
     python -m bench.bench_refit --n 1000000 --repeat 3

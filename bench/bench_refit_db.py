@@ -1,4 +1,5 @@
-"""The refit end to end over N stored reconciliations (DESIGN §7: 1M within a few seconds on
+"""The refit end to end over N stored reconciliations (docs/contract.md §7: 1M within a few seconds
+on
 2 cores): `Reckon.refit()` reads the observations from the database, fits, runs the
 time-ordered backtest gate and stores the factor set. The history is written with Core
 bulk inserts (estimate and reconciliation rows, no MLflow), synthetic like bench_refit.
@@ -26,6 +27,10 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy import Engine, delete, func, insert, select
+
+from bench.bench_refit import peak_rss_mb, synthetic_history
+from service.adapters.db import migrate
 from service.adapters.db.engine import make_engine
 from service.adapters.db.tables import (
     EstimateRow,
@@ -34,10 +39,6 @@ from service.adapters.db.tables import (
     SegmentFactorRow,
 )
 from service.adapters.db.unit_of_work import SqlUnitOfWork
-from sqlalchemy import Engine, delete, func, insert, select
-
-from bench.bench_refit import peak_rss_mb, synthetic_history
-from service.adapters.db import migrate
 from service.bootstrap import build
 from service.calibration import backtest as backtesting
 from service.calibration import fit
@@ -233,7 +234,7 @@ def main() -> None:
             for _ in range(args.repeat):
                 drop_sets_after(engine, base)
                 started = time.perf_counter()
-                outcome = app.refit()
+                outcome = app.loop.refit()
                 cases[name].append(time.perf_counter() - started)
                 outcomes[name] = outcome.message
             drop_sets_after(engine, 0)

@@ -1,4 +1,5 @@
-"""Start-up of the planning commands (DESIGN §7: under 0.3 s, importing no MLflow, FastAPI,
+"""Start-up of the planning commands (docs/contract.md §7: under 0.3 s, importing no MLflow,
+FastAPI,
 uvicorn or matplotlib): `reckon estimate ...` against a bare `python -c pass`, run in turn
 (A B A B ...) so drift on a busy machine hits both, medians quoted; then the slowest
 imports of one `reckon estimate` (`python -X importtime`).
@@ -34,7 +35,7 @@ def wall_seconds(command: list[str]) -> float:
 
 
 def slowest_imports(count: int) -> list[tuple[float, str]]:
-    probe = f"from service.entrypoints.cli import main; main({ESTIMATE[1:]!r})"
+    probe = f"from service.entrypoints.cli.main import main; main({ESTIMATE[1:]!r})"
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", probe],
         capture_output=True,

@@ -96,7 +96,7 @@ def team_jobs(now: datetime, rng: np.random.Generator) -> list[Job]:
             params=params, tokens=float(rng.uniform(0.2, 1.0)) * 1e12 * gpus / 256,
             gpu=gpu, gpus=gpus, precision=precision, recompute=str(rng.choice(["none", "full"])),
         )  # fmt: skip
-        result = app.estimate(raw).estimate
+        result = app.planning.estimate(raw).estimate
         u = true_u * float(rng.lognormal(0, 0.08))
         f = float(np.clip(true_f + rng.normal(0, 0.03), 0.02, 0.5))
         compute = result.flops / (gpus * result.peak_flops * u)
@@ -131,11 +131,11 @@ def seed(settings: Settings, client: MlflowClient, experiment_id: str) -> int:
     jobs = published_jobs(now) + team_jobs(now, np.random.default_rng(7))
     for job in jobs:
         clock.moment = job.started_at - DAY
-        saved = app.save(job.raw, label=job.label).saved
+        saved = app.planning.save(job.raw, label=job.label).saved
         _runs(client, experiment_id, job, saved.id)
     # The article's case: a recorded prediction of 3.5 days, a run of exactly 80 hours.
     clock.moment = now - 5 * DAY
-    article = app.record(
+    article = app.registry.record(
         predicted_seconds=3.5 * 86400, gpu="a100-80gb", gpus=8, precision="bf16",
         label="the article's LLaMA-2 7B run",
     )  # fmt: skip

@@ -83,7 +83,7 @@ class MlflowServer:
         self.root.mkdir(parents=True, exist_ok=True)
         command = self.command()
         # The defaults start ~15 processes and ~2.4 GB; one worker and no job runner is
-        # enough for tests (DESIGN §8).
+        # enough for tests (docs/contract.md §8).
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         started = time.monotonic()
         with self.log_path.open("ab") as log:

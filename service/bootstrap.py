@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from service.calibration.model import Prior
     from service.config import Settings
     from service.ports import PassLock
-    from service.profiles import ProfileSet
+    from service.profiles.profile_set import ProfileSet
 
 
 class SystemClock:
@@ -101,7 +101,7 @@ class _Wiring:
 
     @cached_property
     def profiles(self) -> ProfileSet:
-        from service.profiles import load_profile_set
+        from service.profiles.profile_set import load_profile_set
 
         settings = self.settings
         return load_profile_set(settings.profiles_file, settings.throughput_metric)

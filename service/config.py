@@ -18,7 +18,7 @@ DEFAULT_DATABASE_URL = "sqlite:///reckon.db"  # relative: a file in the working 
 
 
 class Settings(BaseSettings):
-    """Every variable Reckon reads. Names are the contract in DESIGN §4."""
+    """Every variable Reckon reads. Names are the contract in docs/contract.md §4."""
 
     model_config = SettingsConfigDict(env_prefix="RECKON_", extra="ignore", populate_by_name=True)
 

@@ -3,8 +3,8 @@ place for environment handling outside `service.config.Settings`.
 
 - The catalog-only commands (`estimate`, `plan`, `sensitivity`, `hardware`) need only the
   user's hardware file. They read it here without loading pydantic-settings, whose import
-  alone costs 0.2-0.3 s against DESIGN §7's 0.3 s start-up bar. It is the same variable
-  that `Settings.hardware_file` declares.
+  alone would spend most of the start-up bar (docs/contract.md §7; measured in
+  bench/results/startup.md). It is the same variable that `Settings.hardware_file` declares.
 - MLflow's client takes its retries and timeout only from its own environment variables,
   and retries for minutes by default (a dead server would stall a pass). Every entry point
   calls `prepare_process()` once at start; a value the user exported wins."""

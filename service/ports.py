@@ -349,7 +349,8 @@ class SchemaAdmin(Protocol):
 
 
 class LaunchRuns(Protocol):
-    """The MLflow runs `reckon launch` creates and ends (adapter: service/adapters/mlflow/launch.py)."""
+    """The MLflow runs `reckon launch` creates and ends (adapter:
+    service/adapters/mlflow/launch.py)."""
 
     tracking_uri: str
 

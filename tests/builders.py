@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from service.domain import requests
 from service.domain.hardware import build_catalog
 from service.domain.inputs import RawInputs
 from service.domain.values import Estimate, EstimateRequest
-from service.usecases import estimates
 
 SEED_INPUTS: dict[str, Any] = {
     "params": 7e9,
@@ -27,8 +27,8 @@ NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def a_request(**overrides: Any) -> EstimateRequest:
-    return estimates.build_request(build_catalog(), RawInputs(**{**SEED_INPUTS, **overrides}))
+    return requests.build_request(build_catalog(), RawInputs(**{**SEED_INPUTS, **overrides}))
 
 
 def an_estimate(**overrides: Any) -> Estimate:
-    return estimates.compute(build_catalog(), a_request(**overrides))
+    return requests.compute(build_catalog(), a_request(**overrides))

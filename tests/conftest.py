@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.engine import make_engine
-from service.adapters.db.tables import Base
 from sqlalchemy import Engine, delete
 
 from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, unique_name
 from service.adapters.db import migrate
+from service.adapters.db.engine import make_engine
+from service.adapters.db.tables import Base
 from tests.databases import DIALECTS, empty_database, postgres_base_url
 
 

@@ -1,5 +1,5 @@
-"""Use case: estimates made with fitted factors (the active or a pinned factor set, else the
-published prior) and their P10/P50/P90. Apart from `estimates` because it needs the refit's
+"""Estimates made with fitted factors (a factor set, else the published prior) and their
+P10/P50/P90. Pure; apart from service/domain/requests.py because it needs the refit's
 numerical model (numpy), which the planning commands must not pay for at start-up."""
 
 from __future__ import annotations
@@ -9,11 +9,9 @@ from dataclasses import dataclass
 
 from service.calibration import model as factor_model
 from service.calibration.model import FactorSet, Prior, SegmentFactors
-from service.domain.errors import NotFoundError
 from service.domain.hardware import Catalog
+from service.domain.requests import compute
 from service.domain.values import Estimate, EstimateRequest, Factors, Interval
-from service.ports import UnitOfWork
-from service.usecases.estimates import compute
 
 
 @dataclass(frozen=True)
@@ -27,16 +25,7 @@ class Calibrated:
     factor_set: int | None
 
 
-def chosen_factor_set(uow: UnitOfWork, version: int | None) -> FactorSet | None:
-    """The active factor set, or the pinned `version` (which must exist)."""
-    with uow:
-        chosen = uow.factor_sets.active() if version is None else uow.factor_sets.get(version)
-    if version is not None and chosen is None:
-        raise NotFoundError(f"no factor set with version {version}")
-    return chosen
-
-
-def calibrated(
+def calibrated_estimate(
     catalog: Catalog, request: EstimateRequest, chosen_set: FactorSet | None, prior: Prior
 ) -> Calibrated:
     """With the chosen factor set (without one, the published prior with its deliberately

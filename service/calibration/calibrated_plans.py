@@ -1,12 +1,7 @@
-"""Calibrated planning: wall time at a chosen quantile of the predictive distribution,
-the fewest GPUs whose wall time at that quantile meets a deadline, and the sensitivity
-table with P10/P50/P90 per row. Pure: a factor set's segments in, numbers out.
-
-The factors come from `factor_model.choose` (a segment that fell back uses the request's
-own factors, with the prior's spread). Their predictive distribution does not depend on the
-GPU count, so wall time at any quantile is exactly ∝ 1/gpus: the plan is a ceiling, and the
-search around it only guards the boundary against rounding.
-"""
+"""Calibrated planning: wall time at a chosen quantile of the predictive distribution, the
+fewest GPUs whose wall time at that quantile meets a deadline, and the sensitivity table
+with P10/P50/P90 per row. Pure: a factor set's segments in, numbers out. The method, its
+choices and their measurements: docs/calibration.md, "Calibrated plans"."""
 
 from __future__ import annotations
 

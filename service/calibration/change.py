@@ -1,19 +1,6 @@
 """Level shifts: has a segment's effective utilization stepped (a software upgrade, a new
-cluster) so that its older runs no longer describe it? Pure numpy; no I/O.
-
-The test. Per segment, its latest runs in end-time order (at most LOOKBACK). For each
-candidate split (the last k runs against the runs before them, k in CANDIDATE_AFTER with at
-least MIN_BEFORE runs before), the runs after are standardised by the median and robust
-scale of the runs before and clipped, at CLIP_FAST above (faster) and CLIP_SLOW below
-(slower): stragglers only ever make runs slower, so a run of them must not pass for a
-shift, and a slowdown needs a few more runs to be believed than a speed-up. The statistic
-is their mean × √k, deflated by √(1 + k/n_before) for the reference's own uncertainty.
-The largest |statistic| above `threshold` marks the change: every run of the segment that
-ended before the first run after the split weighs `discount` of what it did.
-With σ ≈ 0.09 in log space a +25% step (0.22) clears a threshold of 3.25 after three to five
-runs; no number of 2-3× stragglers among the last few fakes one
-(each counts at most CLIP_SLOW), while a real slowdown of 2.5σ shows within about six runs.
-"""
+cluster) so that its older runs no longer describe it? Pure numpy; no I/O. The method, its
+choices and their measurements: docs/calibration.md, "Level shifts"."""
 
 from __future__ import annotations
 

@@ -1,29 +1,8 @@
-"""Crossed empirical-Bayes effects for the refit (service.calibration.fit): one quantity's per-segment
-estimates (log space) pooled as level + GPU effect + precision effect + segment effect,
-each effect's spread estimated from the data. Pure numpy on per-segment summaries (a few
-dozen numbers however many runs), no I/O.
-
-The model. Segment s (GPU g, precision p) has its own estimate m_s with sampling variance
-v_s. m_s = μ + a_g + b_p + c_s + noise(v_s), with μ ~ N(prior, σ0²) (the published
-prior and its cross-organisation spread), a ~ N(0, τa²), b ~ N(0, τb²), c ~ N(0, τc²).
-A GPU with no runs of its own then gets μ + b_p (the precision's level, learned across
-GPUs), a known GPU in a precision it never ran gets μ + a_g, and a combination never run
-whose GPU and precision are both known gets μ + a_g + b_p: an fp8 run on one GPU says
-little about bf16 on another, and the data decide how little.
-
-Strength from the data. (τa, τb, τc) maximise the marginal likelihood of the segment
-estimates times a weak inverse-gamma prior on each τ² (shape 1, mode the default's square:
-about two groups' worth; precisions get their own, wider default), searched on a log grid,
-all grid points in one batched solve. c_s is integrated out, m_s ~ N(μ + a_g + b_p,
-v_s + τc²), so the linear algebra is over 1 + GPUs + precisions unknowns only. The
-segment's posterior then shrinks its own estimate toward the fitted μ + a_g + b_p by
-B = τc²/(τc² + v_s), with variance B·v_s + (1 − B)²·Var(μ + a_g + b_p): a thin segment
-moves only as far as its runs warrant.
-
-Predictive variances of the broader entries include the effects they do not know: a GPU's
-entry (used for a precision it never ran) adds τb² + τc², a precision's entry (used for a
-GPU with no runs) τa² + τc², the level μ all three.
-"""
+"""Crossed empirical-Bayes effects for the refit (service.calibration.fit): one quantity's per-
+segment estimates (log space) pooled as level + GPU effect + precision effect + segment
+effect, each effect's spread estimated from the data. Pure numpy on per-segment summaries (a
+few dozen numbers however many runs), no I/O. The method, its choices and their
+measurements: docs/calibration.md, "Crossed pooling of segments"."""
 
 from __future__ import annotations
 

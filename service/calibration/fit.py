@@ -1,34 +1,6 @@
-"""The refit math (DESIGN §3 step 6): reconciled runs in, per-segment utilization u,
-overhead f and their model spread out. Pure: numbers in, numbers out; no I/O, no clock.
-
-Observed. Each run gives the effective utilization e = u·(1−f) (always) and, with
-throughput, u and f. Fitted in log space: log e, log u, log(1−f). Wall time ∝ 1/e.
-
-Entries. "*" (the level, around the published prior), per GPU, per precision ("*/bf16":
-the precision across GPUs), gpu/precision, and gpu/precision/recompute (with at least
-`min_recompute_n` runs). service.calibration.model.lookup says which one a request uses.
-
-Per segment and quantity. (1) Recency weights 0.5**(age/half-life), times `change_discount`
-for runs before a detected level shift of the gpu/precision segment (service.calibration.change).
-(2) A weighted Huber location and robust scale; runs beyond `reject_z` scales are
-stragglers and left out, and the location and scale are taken again without them (a 2.5×
-slow run cannot drag the median or inflate the overhead; its risk is carried by the upper
-tail the intervals are calibrated to, service.calibration.intervals). (3) Its sampling variance
-v = s̃²/n_eff, with s̃² its scale blended with the typical segment scale (`scale_strength`
-pseudo-runs). (4) Crossed empirical-Bayes pooling of the segments (service.calibration.crossed):
-level + GPU effect + precision effect + segment effect, each effect's spread fitted from
-the data, so a new GPU borrows its precision's level learned across GPUs and a known GPU
-in a new precision borrows both effects. Predictive σ = √(s̃² + posterior variance), the
-broader entries' including the effects they do not know.
-Recompute groups are pooled around their segment as before: B = τ²/(τ² + v), τ² by method
-of moments over the level's groups, blended with the small `recompute_tau_default`²;
-V = B·v + (1 − B)²·V_segment. They get entries only when their log e differs from their
-segments' beyond noise (Cochran's Q at `heterogeneity_alpha`): on the synthetic
-organisations, where the modes do not differ, the level cost 0.04 of the ratio to the oracle.
-
-Overhead from (1−F) = E/U, clamped to [0, 0.95]; when the clamp binds E is kept and U
-absorbs the difference, so `effective` always equals the fitted E.
-"""
+"""The refit math (docs/contract.md §3 step 6): reconciled runs in, per-segment utilization u,
+overhead f and their model spread out. Pure: numbers in, numbers out; no I/O, no clock. The
+method, its choices and their measurements: docs/calibration.md, "The fit"."""
 
 from __future__ import annotations
 
@@ -36,8 +8,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from statistics import NormalDist
-from typing import NamedTuple
 
 import numpy as np
 
@@ -58,19 +28,19 @@ from service.calibration.model import (
 )
 from service.calibration.observations import Observation, ObservationArrays, as_arrays
 from service.calibration.robust import (
-    BoolArray,
     CodeArray,
     FloatArray,
     GroupStats,
     IntArray,
-    group_stats,
+)
+from service.calibration.shrinkage import (
+    Posterior,
+    clean_stats,
+    differ,
+    empirical_bayes,
+    sampling,
 )
 from service.domain.units import SECONDS_PER_DAY
-
-_MIN_SCALE = 0.01  # log space: a group of identical runs still rejects nothing close
-_TAU_FLOOR = 0.02
-_TAU_DEFAULT_WEIGHT = 2.0  # groups' worth of `tau_default` blended into τ²
-_DIFFER_Z_CAP = 3.0  # scales: the most one group adds to the heterogeneity test
 
 
 def fit(
@@ -132,26 +102,10 @@ class _Grouping:
 
 
 @dataclass(frozen=True, eq=False)
-class _Posterior:
-    """One quantity's pooled log-space estimate per group: location, posterior variance of
-    the location, within-group scale, predictive σ."""
-
-    location: FloatArray
-    variance: FloatArray
-    scale: FloatArray
-    sigma: FloatArray
-
-    def at(self, parent: IntArray) -> _Posterior:
-        return _Posterior(
-            self.location[parent], self.variance[parent], self.scale[parent], self.sigma[parent]
-        )
-
-
-@dataclass(frozen=True, eq=False)
 class _Pooled:
-    e: _Posterior
-    u: _Posterior
-    keep: _Posterior  # log(1−f)
+    e: Posterior
+    u: Posterior
+    keep: Posterior  # log(1−f)
     n: IntArray
     n_u: IntArray
 
@@ -239,14 +193,14 @@ def _pool_crossed(
     prior: Prior,
     params: FitParameters,
     quantity: int,
-) -> tuple[tuple[_Posterior, IntArray], ...]:
-    """One quantity's posteriors and run counts for "*", per GPU, per precision and per
-    segment (service.calibration.crossed). The broader entries' σ is the typical within-segment scale
-    with their predictive variance (the effects they do not know included)."""
+) -> tuple[tuple[Posterior, IntArray], ...]:
+    """One quantity's posteriors and run counts for "*", per GPU, per precision and per segment
+    (service.calibration.crossed). The broader entries' σ is the typical within-segment scale with
+    their predictive variance (the effects they do not know included)."""
     mine = stats[quantity]
     log_u, log_keep = math.log(prior.utilization), math.log1p(-prior.overhead)
     prior_location = (log_u + log_keep, log_u, log_keep)[quantity]
-    present, typical, scale2, v = _sampling(mine, params, params.prior_sigma)
+    present, typical, scale2, v = sampling(mine, params, params.prior_sigma)
     n_gpus, n_precisions = len(crossed.gpu_keys), len(crossed.precision_keys)
     effects = crossed_effects(
         np.where(present, mine.location, 0.0), v, crossed.gpu_of, crossed.precision_of,
@@ -255,11 +209,11 @@ def _pool_crossed(
     )  # fmt: skip
     count = mine.count
 
-    def broad(location: FloatArray, predictive: FloatArray) -> _Posterior:
+    def broad(location: FloatArray, predictive: FloatArray) -> Posterior:
         scale = np.full(location.size, typical)
-        return _Posterior(location, predictive, scale, np.sqrt(typical**2 + predictive))
+        return Posterior(location, predictive, scale, np.sqrt(typical**2 + predictive))
 
-    segment = _Posterior(
+    segment = Posterior(
         effects.segment,
         effects.segment_variance,
         np.sqrt(scale2),
@@ -331,7 +285,7 @@ def _level_stats(
             taking_part = groups >= 0
             values, column_weights = values[taking_part], column_weights[taking_part]
             groups = groups[taking_part]
-        return _clean_stats(values, column_weights, groups, n_groups, params)
+        return clean_stats(values, column_weights, groups, n_groups, params)
 
     return one(columns[0]), one(columns[1]), one(columns[2])
 
@@ -346,133 +300,16 @@ def _pool(
 ) -> _Pooled | None:
     """Fit one level's groups and pool each with its parent group's posterior; None when
     the groups' log e does not differ from their parents' own (`reference`) beyond noise
-    (`_differ`): the level then adds nothing but the noise of fitting each group on part of
+    (`differ`): the level then adds nothing but the noise of fitting each group on part of
     the runs."""
     stats = _level_stats(grouping, columns, n_rows, params)
-    if not _differ(stats[0], grouping.parent, reference, params):
+    if not differ(stats[0], grouping.parent, reference, params):
         return None
     e, u, keep = (
-        _empirical_bayes(s, p.at(grouping.parent), params)
+        empirical_bayes(s, p.at(grouping.parent), params)
         for s, p in zip(stats, (parent.e, parent.u, parent.keep), strict=True)
     )
     return _Pooled(e=e, u=u, keep=keep, n=stats[0].count, n_u=stats[1].count)
-
-
-def _clean_stats(
-    values: FloatArray,
-    weights_: FloatArray,
-    groups: CodeArray,
-    n_groups: int,
-    params: FitParameters,
-) -> GroupStats:
-    """Huber location and scale per group with stragglers (beyond `reject_z` scales of the
-    first pass's location) left out; counts and weights are of every row."""
-    first = group_stats(values, weights_, groups, n_groups, params.huber_c, sorted_by_value=True)
-    if values.size == 0:
-        return first
-    scale = np.maximum(first.scale, max(_typical(first), _MIN_SCALE))
-    kept = np.abs(values - first.location[groups]) <= params.reject_z * scale[groups]
-    if kept.all():
-        return first
-    second = group_stats(
-        values[kept], weights_[kept], groups[kept], n_groups, params.huber_c, sorted_by_value=True
-    )
-    return GroupStats(second.location, second.scale, first.weight, first.count)
-
-
-def _typical(stats: GroupStats, min_count: int = 3) -> float:
-    """The level's typical within-group scale: median over groups with enough runs."""
-    chosen = stats.scale[stats.count >= min_count]
-    return float(np.median(chosen)) if chosen.size else 0.0
-
-
-class _Sampling(NamedTuple):
-    """Per group: whether it has weight, its scale² blended with the level's typical scale
-    (`scale_strength` pseudo-runs), and its location's sampling variance s̃²/n_eff."""
-
-    present: BoolArray
-    typical: float
-    scale2: FloatArray
-    v: FloatArray
-
-
-def _sampling(stats: GroupStats, params: FitParameters, default_scale: float) -> _Sampling:
-    """`default_scale`: the typical scale when no group of the level has enough runs."""
-    n_eff = stats.weight
-    present = n_eff > 0
-    typical = _typical(stats) or default_scale
-    k = params.scale_strength
-    scale2 = np.where(present, (n_eff * stats.scale**2 + k * typical**2) / (n_eff + k), typical**2)
-    v = np.divide(scale2, n_eff, out=np.full(n_eff.size, np.inf), where=present)
-    return _Sampling(present, typical, scale2, v)
-
-
-def _differ(
-    stats: GroupStats, parent_of: IntArray, reference: GroupStats, params: FitParameters
-) -> bool:
-    """Cochran's Q test of the groups (with 2+ runs) against their parent's own statistics
-    (`reference`, before the parent was pooled): Q = Σ (x − x_parent)²·n_eff/s_parent²
-    above the χ² quantile at 1 − `heterogeneity_alpha` (Wilson–Hilferty approximation).
-    Degrees of freedom: per parent, its groups less one, and one for a parent with a single
-    group (compared with the rest of its runs: the modes without enough runs, or unknown).
-    Under "no difference" a group's runs share the parent's spread, so the parent's scale
-    is the one to test with: a group's own robust scale over a few recency-weighted runs
-    can be a fraction of it, and with it (or against the parent's pooled location) the
-    test fired on a third of the nights of the synthetic organisations, where no mode
-    differs. Each group counts at
-    most `_DIFFER_Z_CAP` scales: a group of a few runs holding several stragglers can sit
-    tens of scales off; capped, it alone passes only a one-degree test (one segment
-    with two modes), where a real difference moves both modes' groups anyway."""
-    used = np.flatnonzero((stats.weight > 0) & (stats.count >= 2))
-    if used.size == 0:
-        return False
-    owner = parent_of[used]
-    scale2 = np.maximum(reference.scale[owner], _MIN_SCALE) ** 2
-    deviation2 = (stats.location[used] - reference.location[owner]) ** 2
-    z2 = np.minimum(deviation2 * stats.weight[used] / scale2, _DIFFER_Z_CAP**2)
-    q = float(np.sum(z2))
-    groups_per_parent = np.unique(owner, return_counts=True)[1]
-    dof = int(np.maximum(groups_per_parent - 1, 1).sum())
-    z = NormalDist().inv_cdf(1.0 - params.heterogeneity_alpha)
-    a = 2.0 / (9.0 * dof)
-    return q > dof * (1.0 - a + z * math.sqrt(a)) ** 3
-
-
-def _empirical_bayes(stats: GroupStats, parent: _Posterior, params: FitParameters) -> _Posterior:
-    if stats.weight.size == 0:
-        nothing = np.empty(0)
-        return _Posterior(nothing, nothing, nothing, nothing)
-    present, _, scale2, v = _sampling(stats, params, float(np.median(parent.scale)))
-    tau2 = _between_variance(stats, parent, v, present, params)
-    shrink = np.where(present, tau2 / (tau2 + np.where(present, v, 1.0)), 0.0)
-    location = parent.location + shrink * (np.where(present, stats.location, 0.0) - parent.location)
-    own_variance = np.where(present, tau2 * v / (tau2 + np.where(present, v, 1.0)), tau2)
-    variance = own_variance + (1.0 - shrink) ** 2 * parent.variance
-    return _Posterior(location, variance, np.sqrt(scale2), np.sqrt(scale2 + variance))
-
-
-def _between_variance(
-    stats: GroupStats, parent: _Posterior, v: FloatArray, present: BoolArray, params: FitParameters
-) -> float:
-    """τ² by iterated method of moments over the level's groups (each weighted by
-    1/(v + τ²)), blended with `tau_default`² as if from `_TAU_DEFAULT_WEIGHT` more groups."""
-    used = present & (stats.count >= 2)
-    d2 = (stats.location[used] - parent.location[used]) ** 2
-    var = v[used]
-    tau2 = params.tau_default**2
-    if d2.size:
-        for _ in range(20):
-            omega = 1.0 / (var + tau2)
-            new = max(float(np.sum(omega * (d2 - var)) / np.sum(omega)), _TAU_FLOOR**2)
-            if abs(new - tau2) < 1e-8:
-                tau2 = new
-                break
-            tau2 = new
-    groups = float(d2.size)
-    blended = (groups * tau2 + _TAU_DEFAULT_WEIGHT * params.tau_default**2) / (
-        groups + _TAU_DEFAULT_WEIGHT
-    )
-    return max(blended, _TAU_FLOOR**2)
 
 
 def _segment_factors(key: str, level: Level, pooled: _Pooled, i: int) -> SegmentFactors:

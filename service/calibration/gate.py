@@ -1,56 +1,8 @@
-"""The gate that protects planners (DESIGN §3.6): a fitted candidate is turned into the
-factor set it would be (intervals calibrated, segments that calibration does not help put
-back to raw) and judged against the uncalibrated prediction and the active set on the same
-time-ordered backtest targets. Pure.
-
-"Raw" is the prediction a planner gets without calibration: the given factors, else the
-defaults (`Factors()`, u = 0.4, f = 0). Reconciliations do not carry the factors a planner
-typed, so the gate scores raw with the defaults, which is what an uncalibrated estimate
-uses unless told otherwise.
-
-Per segment. Every key of the candidate below "*" is judged on its backtest targets (those
-whose gpu, "*/precision", gpu/precision or gpu/precision/recompute is the key), on this
-evidence
-(`segment_evidence`):
-- "own": with at least FALLBACK_MIN_TARGETS targets predicted from the key's own entry (or
-  one below it), only those. A target predicted before the key had runs of its own came
-  from its parent ("*" or the GPU) and says how good the parent was, not the key's factors;
-  counting it would punish a well-fitted segment for its cold start for as long as the
-  backtest window reaches back.
-- "all": a thin key (fewer own targets) is judged on every target it has, those predicted
-  from its parent included, once it has THIN_MIN_TARGETS of them: until a segment has shown
-  on its own runs that calibration helps, a segment whose calibrated predictions so far lost
-  to raw gets raw.
-- "too few": below THIN_MIN_TARGETS targets nothing is decided and the key keeps its
-  calibrated factors (`reckon accuracy` says so where it looks worse). Under the strict
-  comparison the evaluation harness (bench/results/calibration_issue11.md) showed deciding
-  on one or two targets to be noise (the published leave-one-out replay's coverage went to
-  1.00); with the noise test below, three targets fall a key back only when calibrated
-  loses on nearly every one of them.
-If the calibrated predictions' median absolute error is worse than raw's on that evidence,
-beyond its noise, the key falls back. Beyond noise: in at least WORSE_CONFIDENCE of
-BOOTSTRAP_RESAMPLES paired resamples of those targets calibrated's median is still the
-worse one (`worse_share`). A segment whose factors are close to the defaults ties with raw
-within noise, and the strict comparison fell it back on a coin flip: on the synthetic
-organisations a100-80gb/bf16 (raw 8% off its truth) spent 4-35 of ~200 predictions a seed
-on raw, 1.6× the oracle's error where its calibrated factors were 1.05×. Falling back:
-the key is stored with the raw factors, the prior's spread and `fallback` set, so
-estimates use the planner's factors and say so. When the candidate still loses to raw
-overall, the fitted set is not activated; instead a set with every segment fallen back (raw
-everywhere, flagged) replaces the active set if that one loses to raw as well (or there is
-none), so planners are never left on a set the backtest shows worse than not calibrating.
-
-Activation. "Beats" means no worse on median absolute error. The candidate (fallbacks
-applied) must beat raw on every target and the active set on the targets that started
-after the active set was made (only those did it predict blind), once there are
-ACTIVE_MIN_TARGETS of those: a set made last night has predicted one to four runs blind, and
-deciding on them was a coin flip that kept stale sets active (it cost the synthetic
-organisations 0.013 of the ratio to the oracle). The backtest puts those targets in buckets
-of their own (`split_at`), so the candidate predicts each from at least what the active set
-knew. With no targets at all
-nothing shows that it beats raw, so it is not activated (estimates keep the prior or the
-active set until runs that can be predicted blind arrive).
-"""
+"""The gate that protects planners (docs/contract.md §3 step 6): a fitted candidate is turned into
+the factor set it would be (intervals calibrated, segments that calibration does not help
+put back to raw) and judged against the uncalibrated prediction and the active set on the
+same time-ordered backtest targets. Pure. The method, its choices and their measurements:
+docs/calibration.md, "The gate"."""
 
 from __future__ import annotations
 

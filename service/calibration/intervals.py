@@ -1,22 +1,6 @@
 """Intervals that hold: the fit's model spread calibrated on time-ordered out-of-sample
-residuals (split conformal, per pooling level), with floors for thin data. Pure.
-
-Each backtest target was predicted blind by a fit on what ended before it started; its
-log(observed/predicted wall) d, divided by that prediction's σ on d's side, is one
-conformity score of the level its factors came from. Per level the upper multiplier is the
-⌈(n+1)·0.9⌉-th smallest score over Z90 and the lower one the ⌊(n+1)·0.1⌋-th, so that
-P10/P90 = P50·exp(∓Z90·σ·multiplier) would have held 80% of those targets; a level with
-fewer than MIN_SCORES targets borrows every level's scores. With fewer than MIN_SCORES
-scores in all, a multiplier never narrows the model's range (the floor for thin data), and
-no multiplier leaves MULTIPLIER_BOUNDS. PSEUDO_SCORES would blend a multiplier with 1; the
-harness showed that blending under-covers (with stragglers the upper multiplier belongs
-well above 1), so it is 0. Stragglers
-are left out of the fit's location and scale, so the upper multiplier is where their risk
-goes: slow runs widen P90, not P10.
-
-Thin segments: a segment (below "*") with fewer than `thin_n` runs never gets a narrower
-range than its parent, on either side.
-"""
+residuals (split conformal, per pooling level), with floors for thin data. Pure. The method,
+its choices and their measurements: docs/calibration.md, "Intervals that hold"."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
-"""The factor model's value types and how a factor set is used: per-segment factors with
-their predictive spread, the published prior, numbered factor sets, and the lookup that
-turns a set into a P50 and a range for one request. Pure; no fitting here (service.calibration.fit),
-no I/O.
-
-Predictive distribution. Wall time for a request is P50 · exp(ε) with ε a split normal in
-log space: σ below the median (`log_sigma_low`, faster than planned) and σ above it
-(`log_sigma_high`, slower: where stragglers live). P10/P90 = P50 · exp(∓Z90 · σ_side), and
-any quantile q follows the same two halves (`wall_quantile`). `log_sigma` is the fit's
-symmetric model σ before the intervals were calibrated on out-of-sample residuals.
-
-Fallback. A segment whose calibrated predictions backtested worse than the raw ones is
-stored with `fallback` set: estimates for it use the planner's own factors (else the
-defaults) and the prior's spread, and say so (`choose`).
-"""
+"""The factor model's value types and how a factor set is used: per-segment factors with their
+predictive spread, the published prior, numbered factor sets, and the lookup that turns a
+set into a P50 and a range for one request. Pure; no fitting here (service.calibration.fit),
+no I/O. The method, its choices and their measurements: docs/calibration.md, "The factor
+model and its predictive distribution"."""
 
 from __future__ import annotations
 
@@ -60,8 +50,8 @@ class FitParameters:
     scale_strength: float = 3.0
     prior_sigma: float = 0.2  # within-segment σ0 (log space) when a level has no spread yet
     min_recompute_n: int = 5
-    # gpu/precision/recompute entries exist only when the recompute groups' log e differs
-    # from their segments' beyond noise (Cochran's Q at this level, service.calibration.fit): without a
+    # gpu/precision/recompute entries exist only when the recompute groups' log e differs from
+    # their segments' beyond noise (Cochran's Q at this level, service.calibration.fit): without a
     # real difference, fitting each mode on its share of the runs only adds noise.
     heterogeneity_alpha: float = 0.01
     huber_c: float = 1.345  # in robust scale units (95% efficiency under normal noise)

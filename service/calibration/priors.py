@@ -1,20 +1,7 @@
 """The published prior: publicly documented training runs (service/data/published_runs.csv)
-turned into the factors the refit pools toward when a segment's own data is thin. Pure
-apart from reading the CSV it is handed (or the copy shipped in the package).
-
-Utilization prior = the median `reported_mfu`. Those are steady-state MFU figures, which is
-a fair stand-in for hardware utilization u at the segment level: u is measured the same way
-(FLOPs per second while computing, against dense peak), and most of these runs used no
-activation recomputation, where hardware and model FLOPs coincide. Caveat: with
-recomputation u = MFU × recompute factor (GLM-130B reports HFU 43.3% against MFU 32.5%),
-and authors count attention FLOPs differently, so the prior leans a little low; it only
-seeds the pooling with `prior_strength` pseudo-observations and local data soon outweighs it.
-
-Overhead prior = the median of 1 − implied_mfu_6nd / reported_mfu over runs with both,
-clamped to [0.02, 0.5]: implied MFU comes from published GPU-hours, which include restarts,
-evaluation and downtime, so its shortfall against steady-state MFU is the overhead share of
-wall time. Its spread is a deliberately wide 0.5 in log space: a few papers, many setups.
-"""
+turned into the factors the refit pools toward when a segment's own data is thin. Pure apart
+from reading the CSV it is handed (or the copy shipped in the package). The method, its
+choices and their measurements: docs/calibration.md, "The published prior"."""
 
 from __future__ import annotations
 

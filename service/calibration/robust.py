@@ -1,22 +1,7 @@
-"""Grouped, weighted robust statistics for the refit: per-group weighted median, weighted
-MAD and a weighted Huber M-estimate of location, vectorised so a million rows cost one sort
-and a few passes rather than a Python loop over groups. Pure numpy; no I/O.
-
-Groups are integer codes 0..n_groups-1 (from `np.unique(..., return_inverse=True)`); a group
-with no rows gets location 0, scale 0 and weight 0, which the caller's shrinkage turns into
-"use the parent".
-
-How. The rows are sorted once by (group, value); running sums of the weights (and of
-weight × value) over that order then answer "how much weight lies in [lo, hi] in group g"
-with two binary searches, for every group at once. The weighted median reads the running
-weight directly; the MAD (the weighted median of |value − median|) is found by a binary
-search along the rows on each side of the median, each step asking how much weight lies
-within that row's distance; the Huber location solves its estimating equation
-Σ w·ψ(value − μ) = 0 exactly, by Newton steps on that piecewise-linear function
-(safeguarded by bisection), each step again two binary searches per group. So after the
-sort nothing costs more than O(groups · log rows) per step, however many rows there are
-(the earlier IRLS made up to 30 passes over every row and could stop short of the root).
-"""
+"""Grouped, weighted robust statistics for the refit: per-group weighted median, weighted MAD
+and a weighted Huber M-estimate of location, vectorised so a million rows cost one sort and
+a few passes rather than a Python loop over groups. Pure numpy; no I/O. The method, its
+choices and their measurements: docs/calibration.md, "Robust statistics"."""
 
 from __future__ import annotations
 

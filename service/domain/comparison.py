@@ -1,4 +1,5 @@
-"""Predicted against observed (DESIGN §3 step 5), pure: which runs are usable, the observed
+"""Predicted against observed (docs/contract.md §3 step 5), pure: which runs are usable, the
+observed
 wall and compute time of an estimate's runs, the implied factors, and the seed-style line.
 No I/O and no clock; the reconcile pass feeds it stored estimates and observed runs."""
 

@@ -1,4 +1,5 @@
-"""The estimator's math (DESIGN §2): FLOPs, compute and wall time, the inverse plan and the
+"""The estimator's math (docs/contract.md §2): FLOPs, compute and wall time, the inverse plan and
+the
 sensitivity table. Pure functions of values; the peak FLOP/s comes in from the caller."""
 
 from __future__ import annotations

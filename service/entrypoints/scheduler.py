@@ -35,7 +35,7 @@ def nightly_pass(app: Reckon) -> None:
     """The scheduled job: one pass; failures are logged (the next run heals from the
     watermark), never raised into the scheduler."""
     try:
-        outcome = app.reconcile(trigger="scheduler")
+        outcome = app.loop.reconcile(trigger="scheduler")
         log.info("scheduled %s", outcome.summary)
     except ReckonError as error:
         log.error("scheduled reconcile pass failed: %s", error)

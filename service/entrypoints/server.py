@@ -9,7 +9,7 @@ import signal
 import uvicorn
 
 from service.app import Reckon
-from service.entrypoints.api import create_app
+from service.entrypoints.api.app import create_app
 from service.entrypoints.scheduler import build_scheduler
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ def configure_logging() -> None:
 
 
 def serve(app: Reckon, *, host: str, port: int, with_scheduler: bool) -> None:
-    app.require_schema()  # refuse to start on an out-of-date schema, before binding
+    app.operations.require_schema()  # refuse to start on an out-of-date schema, before binding
     scheduler = build_scheduler(app) if with_scheduler else None
     api = create_app(
         app,
@@ -36,7 +36,7 @@ def serve(app: Reckon, *, host: str, port: int, with_scheduler: bool) -> None:
 
 def run_scheduler(app: Reckon) -> None:
     """The scheduler alone, in the foreground, until SIGTERM or SIGINT."""
-    app.require_schema()  # refuse to start on an out-of-date schema
+    app.operations.require_schema()  # refuse to start on an out-of-date schema
     scheduler = build_scheduler(app, blocking=True)
     configure_logging()
 

@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING
 from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
-from service.usecases.results import FactorHistory, FactorsAnswer, Health, Jobs
+from service.presenters.wording import not_fallen_back_note
+from service.usecases.results import Accuracy, FactorHistory, FactorsAnswer, Health, Jobs, ScorePair
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, SegmentFactors
-    from service.usecases.importing import ImportOutcome
-    from service.usecases.launch import LaunchOutcome
-    from service.usecases.nightly.passes import PassOutcome
-    from service.usecases.refit import RefitOutcome
+    from service.usecases.results import ImportOutcome, LaunchOutcome, PassOutcome, RefitOutcome
 
 
 def skip_view(skip: Skip) -> JSON:
@@ -162,3 +160,31 @@ def mlflow_links_view(ui_url: str | None) -> dict[str, str | None]:
     """GET /v1/mlflow: where the dashboard links run ids. MLflow's UI opens a run from its id
     alone at `#/runs/<run_id>` (it looks up the experiment itself)."""
     return {"ui_url": ui_url, "run_url": None if ui_url is None else ui_url + "/#/runs/{run_id}"}
+
+
+def scores_pair_view(pair: ScorePair) -> JSON:
+    return {
+        "raw": fields_of(pair.raw),
+        "calibrated": fields_of(pair.calibrated),
+        "calibrated_worse": pair.calibrated_worse,
+    }
+
+
+def accuracy_view(accuracy: Accuracy) -> JSON:
+    return {
+        "by": accuracy.by,
+        "since": iso_time(accuracy.since),
+        "overall": scores_pair_view(accuracy.overall),
+        "groups": [
+            {
+                "group": group.group,
+                **scores_pair_view(group.scores),
+                "fallback": group.fallback,
+                "note": None
+                if group.not_fallen_back is None
+                else not_fallen_back_note(group.not_fallen_back),
+            }
+            for group in accuracy.groups
+        ],
+        "retrospective": scores_pair_view(accuracy.retrospective),
+    }

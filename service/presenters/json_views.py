@@ -1,5 +1,5 @@
 """Typed results as plain JSON-able dicts, shared by the CLI's --json and the HTTP API so
-both speak the same field names (DESIGN §4). Only entry points import presenters."""
+both speak the same field names (docs/contract.md §4). Only entry points import presenters."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ no MLflow, no network, so a report can be built anywhere and mailed or archived.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,8 @@ from service.domain.records import Reconciliation, RunningProjection
 from service.domain.units import format_duration
 from service.presenters import report_charts as charts
 from service.presenters.json_views import running_view
-from service.presenters.report_charts import Row, accuracy_rows, finite, segment
-from service.usecases.results import ReportData
+from service.presenters.report_charts import accuracy_rows, finite, segment
+from service.usecases.results import Accuracy, ReportData, Scores
 
 SCATTER = "scatter.png"
 ERROR = "error.png"
@@ -154,14 +154,14 @@ def _history_table(history: Sequence[Reconciliation]) -> str:
     return _table(header, rows, {4})
 
 
-def _accuracy_table(accuracy: Mapping[str, Any] | None) -> str:
-    def pair(raw: Row | None, calibrated: Row | None, key: str, show: Any) -> str:
-        return _e(f"{show((raw or {}).get(key))} / {show((calibrated or {}).get(key))}")
+def _accuracy_table(accuracy: Accuracy | None) -> str:
+    def pair(raw: Scores | None, calibrated: Scores | None, key: str, show: Any) -> str:
+        return _e(f"{show(_score(raw, key))} / {show(_score(calibrated, key))}")
 
     rows = [
         [
             _e(group),
-            _e(int(finite((raw or calibrated or {}).get("n")) or 0)),
+            _e(int(finite(_score(raw or calibrated, "n")) or 0)),
             pair(raw, calibrated, "median_ape", _pct),
             pair(raw, calibrated, "mape", _pct),
             pair(raw, calibrated, "bias", lambda v: _pct(v, signed=True)),
@@ -169,12 +169,16 @@ def _accuracy_table(accuracy: Mapping[str, Any] | None) -> str:
         ]
         for group, raw, calibrated in accuracy_rows(accuracy)
     ]
-    by = str((accuracy or {}).get("by") or "group")
+    by = (accuracy.by if accuracy is not None else None) or "group"
     header = [by, "n", "median |error|", "MAPE", "bias", "coverage"]
     return _table(header, rows, {1, 2, 3, 4, 5}) + (
         '<p class="note">Each cell: raw estimate / calibrated. Errors in % of observed wall '
         "time; coverage is the share inside P10-P90.</p>"
     )
+
+
+def _score(scores: Scores | None, key: str) -> object:
+    return None if scores is None else getattr(scores, key)
 
 
 def _running_table(running: Sequence[RunningProjection]) -> str:

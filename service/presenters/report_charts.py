@@ -15,7 +15,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentF
 
 from service.calibration.model import SegmentFactors
 from service.domain.records import Reconciliation
-from service.usecases.results import FactorHistory
+from service.usecases.results import Accuracy, FactorHistory, Scores
 
 NOMINAL_COVERAGE = 0.8  # a P10-P90 range should hold 80% of outcomes
 DPI = 110
@@ -224,7 +224,7 @@ def _factor_series(
     axes.plot([u[0] for u in usable], [u[1] for u in usable], marker="o", color=color, label=name)
 
 
-def coverage(accuracy: Mapping[str, Any] | None) -> Figure | None:
+def coverage(accuracy: Accuracy | None) -> Figure | None:
     rows = accuracy_rows(accuracy)
     drawn = [(group, raw, calibrated) for group, raw, calibrated in rows if raw or calibrated]
     if not drawn:
@@ -237,7 +237,7 @@ def coverage(accuracy: Mapping[str, Any] | None) -> Figure | None:
             (-height / 2, raw, "#9aa6b8", "raw estimate"),
             (height / 2, calibrated, "#1f5fbf", "calibrated"),
         ):
-            value = finite((stats or {}).get("coverage"))
+            value = None if stats is None else finite(stats.coverage)
             y = index + offset
             if value is None:
                 axes.text(0.01, y, "n/a", va="center", fontsize=8, color="#5b6577")
@@ -265,27 +265,19 @@ def coverage(accuracy: Mapping[str, Any] | None) -> Figure | None:
     return figure
 
 
-def accuracy_rows(
-    accuracy: Mapping[str, Any] | None,
-) -> list[tuple[str, Row | None, Row | None]]:
+def accuracy_rows(accuracy: Accuracy | None) -> list[tuple[str, Scores | None, Scores | None]]:
     """(group, raw, calibrated) for the overall figures and each group; a side with n = 0 is
     None."""
-    if not accuracy:
+    if accuracy is None:
         return []
 
-    def counted(stats: object) -> Row | None:
-        if isinstance(stats, Mapping) and (finite(stats.get("n")) or 0) > 0:
-            return stats
-        return None
+    def counted(stats: Scores) -> Scores | None:
+        return stats if stats.n > 0 else None
 
-    entries: list[tuple[str, object]] = []
-    if isinstance(accuracy.get("overall"), Mapping):
-        entries.append(("all", accuracy["overall"]))
-    entries.extend((str(g.get("group")), g) for g in accuracy.get("groups") or [])
+    entries = [("all", accuracy.overall)] + [(g.group, g.scores) for g in accuracy.groups]
     rows = []
-    for group, entry in entries:
-        if isinstance(entry, Mapping):
-            raw, calibrated = counted(entry.get("raw")), counted(entry.get("calibrated"))
-            if raw or calibrated:
-                rows.append((group, raw, calibrated))
+    for group, pair in entries:
+        raw, calibrated = counted(pair.raw), counted(pair.calibrated)
+        if raw or calibrated:
+            rows.append((group, raw, calibrated))
     return rows

@@ -4,7 +4,7 @@ that a reader needs is here too; the JSON views (json_views.py) stay the full re
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from service.domain.comparison import human_line
 from service.domain.hardware import PRECISIONS, GpuSpec
@@ -13,20 +13,23 @@ from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
 from service.presenters.json_loop import factors_view
 from service.presenters.json_views import running_view
+from service.presenters.wording import not_fallen_back_note
 from service.usecases.results import (
+    Accuracy,
+    AccuracyGroup,
     Answer,
     EstimateDetail,
     FactorHistory,
     FactorsAnswer,
     PlanAnswer,
     SavedAnswer,
+    ScorePair,
     Sensitivity,
     Unlinked,
 )
 
 if TYPE_CHECKING:
-    from service.usecases.importing import ImportOutcome
-    from service.usecases.nightly.passes import PassOutcome
+    from service.usecases.results import ImportOutcome, PassOutcome
 
 
 def estimate_text(result: Estimate) -> str:
@@ -279,29 +282,27 @@ def factors_text(answer: FactorsAnswer) -> str:
     return "\n".join(lines)
 
 
-def accuracy_text(document: dict[str, Any]) -> str:
+def accuracy_text(accuracy: Accuracy) -> str:
     lines = [
         f"{'group':<22} {'':<11} {'n':>5} {'median APE':>11} {'MAPE':>8} {'bias':>8} "
         f"{'coverage':>9}"
     ]
-    rows = [("all", document["overall"])] + [
-        (group["group"], group) for group in document["groups"]
-    ]
-    retrospective = document.get("retrospective")
-    if retrospective and retrospective["raw"]["n"]:
-        rows.append(("imported runs (apart)", retrospective))
-    for name, scores in rows:
-        for kind in ("raw", "calibrated"):
-            s = scores[kind]
+    rows: list[tuple[str, ScorePair, AccuracyGroup | None]] = [("all", accuracy.overall, None)]
+    rows += [(group.group, group.scores, group) for group in accuracy.groups]
+    if accuracy.retrospective.raw.n:
+        rows.append(("imported runs (apart)", accuracy.retrospective, None))
+    for name, scores, group in rows:
+        for kind, s in (("raw", scores.raw), ("calibrated", scores.calibrated)):
             note = ""
-            if kind == "calibrated" and scores.get("fallback"):
+            if kind == "calibrated" and group is not None and group.fallback:
                 note = "  fell back to raw: calibration did not beat it here"
-            elif kind == "calibrated" and scores.get("calibrated_worse"):
-                note = f"  {scores.get('note') or 'worse than raw'}"
+            elif kind == "calibrated" and scores.calibrated_worse:
+                why = None if group is None else group.not_fallen_back
+                note = f"  {'worse than raw' if why is None else not_fallen_back_note(why)}"
             lines.append(
-                f"{name:<22} {kind:<11} {s['n']:>5} {_num(s['median_ape'], '%'):>11} "
-                f"{_num(s['mape'], '%'):>8} {_num(s['bias'], '%', signed=True):>8} "
-                f"{_num(None if s['coverage'] is None else 100 * s['coverage'], '%'):>9}{note}"
+                f"{name:<22} {kind:<11} {s.n:>5} {_num(s.median_ape, '%'):>11} "
+                f"{_num(s.mape, '%'):>8} {_num(s.bias, '%', signed=True):>8} "
+                f"{_num(None if s.coverage is None else 100 * s.coverage, '%'):>9}{note}"
             )
     return "\n".join(lines)
 

@@ -1,69 +1,9 @@
 """Logging profiles: how Reckon reads what training frameworks already log to MLflow.
 
-`ProfileSet.observe(record, history)` detects a run's profile and derives its observables.
-Detection is deterministic: the mapping file's profiles (RECKON_PROFILES_FILE) first, in file
-order, then a non-default RECKON_THROUGHPUT_METRIC, then the framework profiles in a fixed
-order (HF Trainer, Composer, Lightning, NeMo, torchtitan), then Reckon's own; the first
-whose `detect` names a logged metric or param wins. Pure: no MLflow here.
+`ProfileSet.observe(record, history)` (profile_set.py) detects a run's profile and derives
+its observables. Detection is deterministic: the mapping file's profiles
+(RECKON_PROFILES_FILE) first, in file order, then a non-default RECKON_THROUGHPUT_METRIC,
+then the framework profiles in a fixed order (HF Trainer, Composer, Lightning, NeMo,
+torchtitan), then Reckon's own; the first whose `detect` names a logged metric or param
+wins. Pure: no MLflow here.
 """
-
-from __future__ import annotations
-
-from collections.abc import Sequence
-from pathlib import Path
-
-from service.domain.records import RunObservables
-from service.profiles.builtin import DEFAULT_THROUGHPUT_METRIC, FRAMEWORKS, reckon_profile
-from service.profiles.derive import HistoryReader, Point, RunRecord, derive
-from service.profiles.mapping_file import load_mapping_file
-from service.profiles.run_config import run_config
-from service.profiles.spec import Profile
-
-__all__ = [
-    "HistoryReader",
-    "Point",
-    "Profile",
-    "ProfileSet",
-    "RunRecord",
-    "load_profile_set",
-]
-
-
-class ProfileSet:
-    """Profiles in detection order."""
-
-    def __init__(self, profiles: Sequence[Profile]) -> None:
-        self.profiles = tuple(profiles)
-
-    @classmethod
-    def builtin(
-        cls,
-        throughput_metric: str = DEFAULT_THROUGHPUT_METRIC,
-        mapped: Sequence[Profile] = (),
-    ) -> ProfileSet:
-        ours = reckon_profile(throughput_metric)
-        if throughput_metric == DEFAULT_THROUGHPUT_METRIC:
-            return cls((*mapped, *FRAMEWORKS, ours))
-        return cls((*mapped, ours, *FRAMEWORKS, reckon_profile()))
-
-    def detect(self, record: RunRecord) -> Profile | None:
-        for profile in self.profiles:
-            if any(name in record.metrics or name in record.params for name in profile.detect):
-                return profile
-        return None
-
-    def observe(
-        self, record: RunRecord, history: HistoryReader, fallback_gpus: int | None = None
-    ) -> RunObservables:
-        """The run's observables: its reckon.* configuration first, then its profile, then
-        `fallback_gpus` for the GPU count only."""
-        config = run_config(record.tags, record.params)
-        return derive(self.detect(record), record, config, history, fallback_gpus)
-
-
-def load_profile_set(
-    profiles_file: Path | None, throughput_metric: str = DEFAULT_THROUGHPUT_METRIC
-) -> ProfileSet:
-    """What bootstrap builds from RECKON_PROFILES_FILE and RECKON_THROUGHPUT_METRIC."""
-    mapped = load_mapping_file(profiles_file) if profiles_file is not None else ()
-    return ProfileSet.builtin(throughput_metric, mapped)

@@ -180,7 +180,7 @@ def reckon_profile(metric: str = DEFAULT_THROUGHPUT_METRIC) -> Profile:
     name = "reckon" if metric == DEFAULT_THROUGHPUT_METRIC else "throughput-metric"
     return Profile(
         name=name,
-        source_file="Reckon: DESIGN §4 (RECKON_THROUGHPUT_METRIC, whole-job tokens per second)",
+        source_file="Reckon: docs/contract.md §4 (RECKON_THROUGHPUT_METRIC, whole-job tokens/s)",
         specs=(Spec(metric, "tokens_per_second", "job", "1/s"),),
         detect=(metric,),
         raw_throughput=True,

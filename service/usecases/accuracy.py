@@ -1,8 +1,9 @@
-"""Accuracy history (DESIGN §4 `reckon accuracy`): how wrong were the predictions, by GPU,
-precision, segment or month, raw and calibrated side by side. "Raw" is each prediction as
-it was made and stored; "calibrated" is what Reckon's refit would have predicted for the
-same run from data that ended before the run started (the time-ordered backtest), so the
-two columns answer "how good were we" and "how good would calibration have been"."""
+"""Accuracy history (`reckon accuracy`): how wrong were the predictions, by GPU, precision,
+segment or month, raw and calibrated side by side. "Raw" is each prediction as it was made
+and stored; "calibrated" is what Reckon's refit would have predicted for the same run from
+data that ended before the run started (the time-ordered backtest), so the two columns
+answer "how good were we" and "how good would calibration have been". The method, its
+choices and their measurements: docs/calibration.md, "Accuracy: raw and calibrated"."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from service.domain.errors import InputError
 from service.domain.records import Reconciliation
 from service.domain.values import Factors
 from service.ports import UnitOfWork
+from service.usecases.results import Accuracy, AccuracyGroup, NotFallenBack, ScorePair, Scores
 
 GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
     "gpu_type": lambda item: item.gpu,
@@ -33,20 +35,6 @@ GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
     "segment_month": lambda item: f"{item.segment} {item.ended_at:%Y-%m}",
 }
 MAX_CALIBRATED_TARGETS = 100_000
-
-
-@dataclass(frozen=True)
-class Scores:
-    """n; median and mean absolute % error; bias = exp(mean log(predicted/observed)) − 1 in
-    % (> 0: predictions too long) and the mean log ratio itself; coverage = share of
-    observations inside P10–P90 (None when no prediction had a range)."""
-
-    n: int
-    median_ape: float | None
-    mape: float | None
-    bias: float | None
-    bias_log: float | None
-    coverage: float | None
 
 
 @dataclass(frozen=True)
@@ -62,7 +50,7 @@ def accuracy(
     *,
     by: str | None = None,
     since: datetime | None = None,
-) -> dict[str, object]:
+) -> Accuracy:
     if by is not None and by not in GROUPINGS:
         raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
     with uow:
@@ -90,16 +78,16 @@ def accuracy(
     if key is not None:
         for item in history:
             groups[key(item)].append(item)
-    return {
-        "by": by,
-        "since": None if since is None else since.isoformat(),
-        "overall": _pair(history, raw, calibrated),
-        "groups": [
+    return Accuracy(
+        by=by,
+        since=since,
+        overall=_pair(history, raw, calibrated),
+        groups=tuple(
             _group(name, _pair(items, raw, calibrated), _fallback(active, by, name), evidence)
             for name, items in sorted(groups.items())
-        ],
-        "retrospective": _pair(retrospective, raw, calibrated),
-    }
+        ),
+        retrospective=_pair(retrospective, raw, calibrated),
+    )
 
 
 def _evidence(
@@ -121,37 +109,25 @@ def _evidence(
 
 
 def _group(
-    name: str, scores: dict[str, object], fallback: bool | None, evidence: dict[str, gate.Evidence]
-) -> dict[str, object]:
-    """A group's row; where calibrated looks worse and the segment did not fall back, `note`
-    says why, from the gate's evidence for that key (service.calibration.gate)."""
-    note = None
-    if scores["calibrated_worse"] and not fallback and name in evidence:
-        note = _why_not_fallen_back(evidence[name])
-    return {"group": name, **scores, "fallback": fallback, "note": note}
-
-
-def _why_not_fallen_back(seen: gate.Evidence) -> str:
-    if seen.worse is None:
-        return (
-            f"worse than raw; not fallen back: too few runs in the refit's window to judge "
-            f"({seen.n}, the gate needs {gate.THIN_MIN_TARGETS})"
+    name: str, scores: ScorePair, fallback: bool | None, evidence: dict[str, gate.Evidence]
+) -> AccuracyGroup:
+    """A group's row; where calibrated looks worse and the segment did not fall back, the
+    gate's evidence for that key says why (service.calibration.gate)."""
+    why = None
+    if scores.calibrated_worse and not fallback and name in evidence:
+        seen = evidence[name]
+        why = NotFallenBack(
+            basis=seen.basis,
+            n=seen.n,
+            calibrated=seen.calibrated,
+            raw=seen.raw,
+            worse=seen.worse,
+            worse_share=seen.worse_share,
+            looks_worse=seen.looks_worse,
+            min_targets=gate.THIN_MIN_TARGETS,
+            confidence=gate.WORSE_CONFIDENCE,
         )
-    if seen.worse:
-        return "worse than raw; not fallen back yet: the next refit falls it back"
-    window = "its own runs" if seen.basis == "own" else "the runs in the refit's window"
-    if seen.looks_worse:
-        return (
-            f"worse than raw; not fallen back: on {window} ({seen.n}) calibrated is worse "
-            f"({100 * (seen.calibrated or 0):.1f}% vs {100 * (seen.raw or 0):.1f}%) within "
-            f"noise (worse in {100 * (seen.worse_share or 0):.0f}% of resamples, the gate "
-            f"needs {100 * gate.WORSE_CONFIDENCE:.0f}%)"
-        )
-    return (
-        f"worse than raw over its whole history; not fallen back: on {window} ({seen.n}) "
-        f"calibrated beats raw ({100 * (seen.calibrated or 0):.1f}% vs "
-        f"{100 * (seen.raw or 0):.1f}%)"
-    )
+    return AccuracyGroup(name, scores, fallback, why)
 
 
 def _raw_point(item: Reconciliation) -> _Point:
@@ -163,7 +139,7 @@ def _raw_point(item: Reconciliation) -> _Point:
 
 def _pair(
     items: list[Reconciliation], raw: dict[str, _Point], calibrated: dict[str, _Point]
-) -> dict[str, object]:
+) -> ScorePair:
     ids = [item.estimate_id for item in items]
     raw_scores = _scores(raw[i] for i in ids)
     calibrated_scores = _scores(calibrated[i] for i in ids if i in calibrated)
@@ -172,11 +148,7 @@ def _pair(
         and calibrated_scores.median_ape is not None
         and calibrated_scores.median_ape > raw_scores.median_ape
     )
-    return {
-        "raw": raw_scores.__dict__,
-        "calibrated": calibrated_scores.__dict__,
-        "calibrated_worse": worse,
-    }
+    return ScorePair(raw_scores, calibrated_scores, worse)
 
 
 def _fallback(active: FactorSet | None, by: str | None, group: str) -> bool | None:

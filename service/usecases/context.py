@@ -1,6 +1,6 @@
-"""What every group of use cases shares: the settings' policy, the adapters (as
-factories), and the parsing every entry point needs (dates, GPU names, the factor set a
-calibrated answer uses)."""
+"""What every area of use cases shares: the settings' policy, the adapters (as factories,
+so nothing opens until a use case needs it), and the readings several areas make (dates,
+GPU names, the factor set a calibrated answer uses). Holds no use case itself."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from service.domain.errors import InputError, NoDatabaseYet
+from service.domain.errors import InputError, NoDatabaseYet, NotFoundError
 from service.domain.hardware import Catalog
 from service.domain.inputs import RawInputs
 from service.domain.units import parse_since
@@ -51,11 +51,11 @@ class Adapters:
     close: Callable[[], None] = lambda: None
 
 
-class Core:
-    """The state every use case reads; the groups in this package add the use cases."""
+class Context:
+    """The state every area reads. One instance per `Reckon`, shared by its areas."""
 
     def __init__(self, adapters: Adapters, policy: Callable[[], Policy]) -> None:
-        self._adapters = adapters
+        self.adapters = adapters
         self._policy = policy
 
     @cached_property
@@ -65,35 +65,14 @@ class Core:
 
     @property
     def clock(self) -> Clock:
-        return self._adapters.clock
+        return self.adapters.clock
 
     @property
     def catalog(self) -> Catalog:
-        return self._adapters.catalog()
+        return self.adapters.catalog()
 
     def close(self) -> None:
-        self._adapters.close()
-
-    def _chosen_factor_set(self, inputs: RawInputs, version: int | None) -> FactorSet | None:
-        """The factor set a calibrated answer uses: the pinned `version`, else the active
-        one; None (the published prior) before any set, or before anything was saved."""
-        if inputs.factors_given:
-            raise InputError("calibrated estimates use fitted factors; drop utilization/overhead")
-        from service.calibration import calibrated as calibrated_use_case
-
-        try:
-            return calibrated_use_case.chosen_factor_set(self._adapters.reader(), version)
-        except NoDatabaseYet:
-            if version is not None:
-                raise
-            return None
-
-    def _segments(self, chosen: FactorSet | None) -> Mapping[str, SegmentFactors]:
-        from service.calibration import model as factor_model
-
-        if chosen is not None:
-            return chosen.segments
-        return {factor_model.PRIOR_KEY: factor_model.prior_factors(self._adapters.prior())}
+        self.adapters.close()
 
     @property
     def fit_parameters(self) -> FitParameters:
@@ -101,8 +80,36 @@ class Core:
 
         return FitParameters(half_life_days=self.policy.half_life_days)
 
-    def _since(self, text: str | None) -> datetime | None:
+    def since(self, text: str | None) -> datetime | None:
         return None if text is None else parse_since(text, self.clock.now())
 
-    def _gpu_name(self, gpu: str | None) -> str | None:
+    def gpu_name(self, gpu: str | None) -> str | None:
         return None if gpu is None else self.catalog.resolve(gpu).name
+
+    def chosen_factor_set(self, inputs: RawInputs, version: int | None) -> FactorSet | None:
+        """The factor set a calibrated answer uses: the pinned `version`, else the active
+        one; None (the published prior) before any set, or before anything was saved."""
+        if inputs.factors_given:
+            raise InputError("calibrated estimates use fitted factors; drop utilization/overhead")
+        try:
+            with self.adapters.reader() as uow:
+                return uow.factor_sets.active() if version is None else pinned(uow, version)
+        except NoDatabaseYet:
+            if version is not None:
+                raise
+            return None
+
+    def segments(self, chosen: FactorSet | None) -> Mapping[str, SegmentFactors]:
+        from service.calibration import model
+
+        if chosen is not None:
+            return chosen.segments
+        return {model.PRIOR_KEY: model.prior_factors(self.adapters.prior())}
+
+
+def pinned(uow: UnitOfWork, version: int) -> FactorSet:
+    """Factor set `version`, inside the caller's transaction; NotFoundError if there is none."""
+    chosen = uow.factor_sets.get(version)
+    if chosen is None:
+        raise NotFoundError(f"no factor set with version {version}")
+    return chosen

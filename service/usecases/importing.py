@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -22,8 +22,8 @@ from service.domain.hardware import Catalog, normalize_precision
 from service.domain.records import ObservedRun, RunObservables, SavedEstimate
 from service.domain.values import EstimateRequest, Factors, Hardware, Model
 from service.ports import UnitOfWork
-from service.usecases.estimates import new_estimate_id
-from service.usecases.nightly.passes import PassOutcome
+from service.usecases.registry import new_estimate_id
+from service.usecases.results import ImportedRun, ImportOutcome, ImportSkip, PassOutcome
 
 LINK_SOURCE = "import"
 
@@ -64,40 +64,6 @@ class ImportOptions:
     gpus: int | None = None
     precision: str | None = None
     dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class ImportSkip:
-    run_id: str
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class ImportedRun:
-    run_id: str
-    estimate_id: str | None  # None on a dry run
-    profile: str | None
-    gpu: str
-    gpus: int
-    precision: str
-    predicted_seconds: float
-
-
-@dataclass(frozen=True)
-class ImportOutcome:
-    """JSON: runs_seen, imported, skipped (run_id, reason, detail); `reconciled` counts the
-    imported estimates the pass reconciled."""
-
-    runs_seen: int
-    imported: tuple[ImportedRun, ...]
-    skipped: tuple[ImportSkip, ...]
-    dry_run: bool
-    reconciled: int = 0
-    pass_status: str | None = None  # succeeded, or locked: the next pass reconciles them
-    pass_id: int | None = None
-    factor_set: int | None = None
-    estimate_ids: tuple[str, ...] = field(default=(), repr=False)
 
 
 def import_runs(

@@ -25,6 +25,7 @@ from typing import Any
 from service.domain.errors import InputError, NotFoundError
 from service.domain.records import ESTIMATE_TAG, SavedEstimate
 from service.ports import LaunchRuns, UnitOfWork
+from service.usecases.results import LaunchOutcome
 
 ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
 DEFAULT_EXPERIMENT = "Default"
@@ -36,17 +37,6 @@ class LaunchOptions:
     estimate_id: str
     command: tuple[str, ...]
     experiment: str | None = None
-
-
-@dataclass(frozen=True)
-class LaunchOutcome:
-    exit_code: int  # CMD's own code; 128 + N when a signal N ended it (shell convention)
-    status: str  # what the run(s) were ended as: FINISHED, FAILED or KILLED
-    run_id: str  # the run launch created
-    experiment_id: str
-    experiment_name: str
-    child_run_ids: tuple[str, ...]  # other runs the command started for this estimate
-    deleted_pre_created: bool  # the created run was empty and the command logged elsewhere
 
 
 def configuration_tags(saved: SavedEstimate) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""Use cases of the loop: the reconcile pass, import, launch, refit, and reading the
-history, accuracy, factor sets, running runs and passes."""
+"""The loop's actions: the reconcile pass, import, launch and refit, with the adapters and
+the policy wired in. Each use case itself lives in its own module (nightly/, importing.py,
+launch.py, refit.py); the methods here only hand it what it needs."""
 
 from __future__ import annotations
 
@@ -7,21 +8,20 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from service.domain.errors import InputError, NotFoundError
-from service.domain.records import ACCURACY_ALIASES, Reconciliation, RunningProjection
+from service.domain.errors import InputError
 from service.ports import RunSource
-from service.usecases.registry import RegistryCases
-from service.usecases.results import FactorHistory, FactorsAnswer, Jobs
+from service.usecases.context import Context
 
 if TYPE_CHECKING:
-    from service.usecases.importing import ImportOutcome
-    from service.usecases.launch import LaunchOutcome
-    from service.usecases.nightly.passes import PassOutcome
-    from service.usecases.refit import InPass, RefitOutcome
+    from service.usecases.refit import InPass
+    from service.usecases.results import ImportOutcome, LaunchOutcome, PassOutcome, RefitOutcome
 
 
-class LoopCases(RegistryCases):
-    """The pass, import, launch, refit and the history they build."""
+class Loop:
+    """The pass, import, launch and refit."""
+
+    def __init__(self, context: Context) -> None:
+        self._context = context
 
     def reconcile(
         self,
@@ -36,9 +36,9 @@ class LoopCases(RegistryCases):
         if since is not None and full:
             raise InputError("since and full are alternatives; give one")
         return self._pass(
-            self._adapters.run_source(),
+            self._context.adapters.run_source(),
             trigger=trigger,
-            since=self._since(since),
+            since=self._context.since(since),
             full=full,
             on_progress=on_progress,
         )
@@ -55,17 +55,17 @@ class LoopCases(RegistryCases):
         from service.usecases.nightly import passes as reconcile
 
         options = reconcile.PassOptions(
-            lookback=timedelta(hours=self.policy.lookback_hours),
+            lookback=timedelta(hours=self._context.policy.lookback_hours),
             since=since,
             full=full,
             trigger=trigger,
-            write_back=self.policy.write_back_tags,
+            write_back=self._context.policy.write_back_tags,
         )
         return reconcile.run_pass(
-            self._adapters.unit_of_work(),
+            self._context.adapters.unit_of_work(),
             source,
-            self._adapters.pass_lock(),
-            self.clock,
+            self._context.adapters.pass_lock(),
+            self._context.clock,
             options,
             refit=self._refit_in_pass(),
             on_progress=on_progress,
@@ -87,45 +87,51 @@ class LoopCases(RegistryCases):
         returns. Importing twice imports nothing new."""
         from service.usecases import importing
 
-        source = self._adapters.run_source()  # one source: its metric-history cache serves both
+        # one source: its metric-history cache serves the import and its pass
+        source = self._context.adapters.run_source()
         options = importing.ImportOptions(
             experiments=experiments,
-            since=self._since(since),
+            since=self._context.since(since),
             gpu=gpu,
             gpus=gpus,
             precision=precision,
             dry_run=dry_run,
         )
         return importing.import_runs(
-            self._adapters.unit_of_work(),
+            self._context.adapters.unit_of_work(),
             source,
-            self.catalog,
-            self._adapters.prior(),
+            self._context.catalog,
+            self._context.adapters.prior(),
             options,
-            now=self.clock.now(),
+            now=self._context.clock.now(),
             reconcile=lambda: self._pass(source, trigger="import"),
         )
 
     def launch(
         self, estimate_id: str, command: tuple[str, ...], *, experiment: str | None = None
     ) -> LaunchOutcome:
-        """Run `command` inside an MLflow run linked to the estimate (service/usecases/launch.py)."""
+        """Run `command` inside an MLflow run linked to the estimate
+        (service/usecases/launch.py)."""
         from service.usecases import launch
 
         return launch.launch(
-            self._adapters.reader(),
-            self._adapters.launch_runs(),
+            self._context.adapters.reader(),
+            self._context.adapters.launch_runs(),
             launch.LaunchOptions(estimate_id, command, experiment),
-            configured_experiments=self.policy.experiments,
+            configured_experiments=self._context.policy.experiments,
         )
 
     def refit(self, *, force: bool = False) -> RefitOutcome:
         """One refit now, in its own transaction."""
         from service.usecases.refit import refit
 
-        with self._adapters.unit_of_work() as uow:
+        with self._context.adapters.unit_of_work() as uow:
             outcome = refit(
-                uow, self._adapters.prior(), self.fit_parameters, self.clock.now(), force=force
+                uow,
+                self._context.adapters.prior(),
+                self._context.fit_parameters,
+                self._context.clock.now(),
+                force=force,
             )
             uow.commit()
         return outcome
@@ -134,73 +140,8 @@ class LoopCases(RegistryCases):
         """Every pass ends with a refit, in the pass's transaction."""
         from service.usecases.refit import InPass
 
-        return InPass(self._adapters.prior(), self.fit_parameters, self._adapters.unit_of_work)
-
-    def history(
-        self, *, since: str | None = None, gpu: str | None = None, limit: int | None = None
-    ) -> list[Reconciliation]:
-        from service.usecases import queries
-
-        return queries.history(
-            self._adapters.reader(),
-            since=self._since(since),
-            gpu=self._gpu_name(gpu),
-            limit=limit,
+        return InPass(
+            self._context.adapters.prior(),
+            self._context.fit_parameters,
+            self._context.adapters.unit_of_work,
         )
-
-    def accuracy(self, *, by: str | None = None, since: str | None = None) -> dict[str, object]:
-        from service.usecases import accuracy
-
-        return accuracy.accuracy(
-            self._adapters.reader(),
-            self._adapters.prior(),
-            self.fit_parameters,
-            by=ACCURACY_ALIASES.get(by, by) if by is not None else None,
-            since=self._since(since),
-        )
-
-    def factors(self, version: int | None = None) -> FactorsAnswer:
-        """The active factor set, or the one pinned by `version`."""
-        from service.calibration import model as factor_model
-
-        with self._adapters.reader() as uow:
-            active = uow.factor_sets.active()
-            chosen = active if version is None else uow.factor_sets.get(version)
-        if chosen is None and version is not None:
-            raise NotFoundError(f"no factor set with version {version}")
-        prior = self._adapters.prior()
-        return FactorsAnswer(
-            factor_set=chosen,
-            active_version=None if active is None else active.version,
-            prior_segments=[factor_model.prior_factors(prior)],
-            prior_sources=list(prior.sources),
-        )
-
-    def activate_factor_set(self, version: int) -> FactorsAnswer:
-        """Make `version` active now (recorded as its activation time). It stays active
-        until a newer set passes the refit's gate against it, or another is activated."""
-        with self._adapters.unit_of_work() as uow:
-            if uow.factor_sets.get(version) is None:
-                raise NotFoundError(f"no factor set with version {version}")
-            uow.factor_sets.activate(version, self.clock.now())
-            uow.commit()
-        return self.factors(version)
-
-    def factor_history(self) -> FactorHistory:
-        with self._adapters.reader() as uow:
-            active = uow.factor_sets.active()
-            sets = uow.factor_sets.all()
-        return FactorHistory(sets, None if active is None else active.version)
-
-    def running(self) -> list[RunningProjection]:
-        from service.usecases import running
-
-        return running.running(
-            self._adapters.reader(), self._adapters.run_source(), self.clock.now()
-        )
-
-    def jobs(self, limit: int = 20) -> Jobs:
-        from service.usecases import queries
-
-        passes = queries.passes(self._adapters.reader(), limit)
-        return Jobs(self.policy.schedule, self.policy.timezone, passes)

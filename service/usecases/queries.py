@@ -1,14 +1,17 @@
-"""Read-side use cases: reconciliation history and pass history. Read only; one short
-transaction each."""
+"""Read-side use cases: reconciliation history, accuracy, running runs projected, pass
+history and the metrics snapshot. Read only; one short transaction each. `Queries` wires
+the adapters into them."""
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass
 from datetime import datetime
 
-from service.domain.records import PassRecord, Reconciliation
-from service.ports import UnitOfWork
+from service.domain.records import ACCURACY_ALIASES, PassRecord, Reconciliation, RunningProjection
+from service.ports import RunSource, UnitOfWork
+from service.usecases.context import Context
+from service.usecases.results import Accuracy, Jobs, Snapshot
 
 
 def history(
@@ -25,26 +28,6 @@ def history(
 def passes(uow: UnitOfWork, limit: int = 20) -> list[PassRecord]:
     with uow:
         return uow.passes.recent(limit)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What /metrics exposes, read in one transaction."""
-
-    last_pass: PassRecord | None
-    last_success: PassRecord | None
-    reconciliations: int
-    skips: int
-    median_abs_error_pct: float | None  # over the most recent reconciliations
-    median_window: int  # how many: RECENT_FOR_MEDIAN
-    tags_pending: int  # result tags MLflow has not accepted yet (the write-back outbox)
-    # The active factor set's time-ordered backtest (None before any set): median absolute
-    # % error of raw and of calibrated predictions on the same targets, calibrated P10-P90
-    # coverage, and how many targets.
-    backtest_raw_pct: float | None = None
-    backtest_calibrated_pct: float | None = None
-    backtest_coverage: float | None = None
-    backtest_targets: int | None = None
 
 
 RECENT_FOR_MEDIAN = 200
@@ -77,3 +60,78 @@ def _number(value: object) -> float | None:
 
 def _whole(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def running(uow: UnitOfWork, source: RunSource, now: datetime) -> list[RunningProjection]:
+    """Projected wall time = tokens / throughput so far, stretched by the estimate's own
+    overhead share (the run has not shown its overhead yet); without a throughput, no
+    projection, only the elapsed time against the plan."""
+    runs = [run for run in source.running_runs() if run.started_at is not None]
+    with uow:
+        owners = uow.links.estimates_for_runs([run.run_id for run in runs])
+        wanted = [owners.get(run.run_id) or run.estimate_id or "" for run in runs]
+        saved = uow.estimates.get_many([estimate_id for estimate_id in wanted if estimate_id])
+    projections = []
+    for run, estimate_id in zip(runs, wanted, strict=True):
+        estimate = saved.get(estimate_id)
+        if estimate is None or run.started_at is None:
+            continue
+        projected = None
+        throughput = run.throughput
+        if (
+            estimate.estimate is not None
+            and throughput is not None
+            and math.isfinite(throughput)
+            and throughput > 0
+        ):
+            request = estimate.estimate.request
+            projected = request.model.tokens / throughput / (1.0 - request.factors.overhead)
+        predicted = estimate.predicted_wall_seconds
+        projections.append(
+            RunningProjection(
+                run_id=run.run_id,
+                estimate_id=estimate_id,
+                started_at=run.started_at,
+                elapsed_seconds=(now - run.started_at).total_seconds(),
+                predicted_seconds=predicted,
+                projected_seconds=projected,
+                slip_pct=None if projected is None else 100.0 * (projected / predicted - 1.0),
+            )
+        )
+    return projections
+
+
+class Queries:
+    """What the loop built, read back: history, accuracy, running runs, passes, metrics."""
+
+    def __init__(self, context: Context) -> None:
+        self._context = context
+
+    def history(
+        self, *, since: str | None = None, gpu: str | None = None, limit: int | None = None
+    ) -> list[Reconciliation]:
+        c = self._context
+        return history(c.adapters.reader(), since=c.since(since), gpu=c.gpu_name(gpu), limit=limit)
+
+    def accuracy(self, *, by: str | None = None, since: str | None = None) -> Accuracy:
+        from service.usecases.accuracy import accuracy
+
+        c = self._context
+        return accuracy(
+            c.adapters.reader(),
+            c.adapters.prior(),
+            c.fit_parameters,
+            by=ACCURACY_ALIASES.get(by, by) if by is not None else None,
+            since=c.since(since),
+        )
+
+    def running(self) -> list[RunningProjection]:
+        c = self._context
+        return running(c.adapters.reader(), c.adapters.run_source(), c.clock.now())
+
+    def jobs(self, limit: int = 20) -> Jobs:
+        c = self._context
+        return Jobs(c.policy.schedule, c.policy.timezone, passes(c.adapters.reader(), limit))
+
+    def metrics(self) -> Snapshot:
+        return snapshot(self._context.adapters.reader())

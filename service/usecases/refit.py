@@ -1,13 +1,9 @@
-"""The refit use case (DESIGN §3 step 6): fit factors from every reconciled computed
-estimate (service.calibration.fit), calibrate its intervals and put segments where calibration does
-not help back to raw, store it as a new numbered factor set with its provenance, and
-activate it only if the time-ordered backtest shows it no worse than both the uncalibrated
-prediction and the active set (service.calibration.gate).
-
-Cost (DESIGN §7: 1M reconciliations within a few seconds; every nightly pass ends with a
-refit): runs older than 15 half-lives are not read (their weight is below 3e-5), the
-observations are read as columns straight into numpy, and the gate's backtest fits at most
-BACKTEST_HISTORY_ROWS rows in all, however long the history (bench/bench_refit_db.py)."""
+"""The refit use case (docs/contract.md §3 step 6): fit factors from every reconciled computed
+estimate (service.calibration.fit), calibrate its intervals and put segments where
+calibration does not help back to raw, store it as a new numbered factor set with its
+provenance, and activate it only if the time-ordered backtest shows it no worse than both
+the uncalibrated prediction and the active set (service.calibration.gate). The method, its
+choices and their measurements: docs/calibration.md, "The refit's cost"."""
 
 from __future__ import annotations
 
@@ -20,8 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from service.calibration import backtest, fit, gate
-from service.calibration.model import BacktestResult, FactorSet, FitParameters, Prior
+from service.calibration.model import FactorSet, FitParameters, Prior
 from service.ports import UnitOfWork
+from service.usecases.results import RefitOutcome
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +28,6 @@ BACKTEST_TARGETS = 2000
 # buckets and, beyond one bucket's share, a recency-weighted sample): bounded cost.
 BACKTEST_HISTORY_ROWS = 50_000
 _NOTHING = "no reconciled computed estimates ended since {} (older ones weigh nothing)"
-
-
-@dataclass(frozen=True)
-class RefitOutcome:
-    factor_set: FactorSet | None  # None: nothing to fit, or nothing new since the active set
-    activated: bool
-    candidate: BacktestResult | None
-    baseline: BacktestResult | None
-    message: str
 
 
 def horizon(params: FitParameters, now: datetime) -> datetime:
@@ -134,7 +122,8 @@ def refit(
 
 @dataclass(frozen=True)
 class InPass:
-    """The refit every reconcile pass ends with (service.usecases.nightly.passes's Refit). Its read of the
+    """The refit every reconcile pass ends with (service.usecases.nightly.passes's Refit). Its read
+    of the
     observations starts, in a thread and a transaction of its own, as the pass opens, so
     MLflow's paging hides it; the pass's final transaction then reads only the rows the
     pass itself wrote. A night with nothing new never waits for that read."""

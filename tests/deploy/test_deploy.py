@@ -25,7 +25,7 @@ from kubernetes_validate import utils as kubernetes
 from service.bootstrap import build
 from service.config import Settings
 from service.entrypoints import probe
-from service.entrypoints.api import create_app
+from service.entrypoints.api.app import create_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"

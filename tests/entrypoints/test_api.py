@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,11 +16,11 @@ from demo.mlflow_server import MlflowServer, make_training_run
 from service.bootstrap import build
 from service.config import Settings
 from service.domain.records import ESTIMATE_TAG
-from service.entrypoints.api import create_app
+from service.entrypoints.api.app import create_app
 
 pytestmark = pytest.mark.mlflow
 
-SEED = {
+SEED: dict[str, Any] = {
     "params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": 8,
     "precision": "bf16", "recompute": "full", "utilization": 0.4,
 }  # fmt: skip

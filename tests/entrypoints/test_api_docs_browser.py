@@ -22,7 +22,7 @@ import uvicorn
 from demo.mlflow_server import free_port
 from service.bootstrap import build
 from service.config import Settings
-from service.entrypoints.api import create_app
+from service.entrypoints.api.app import create_app
 from service.entrypoints.api.docs import ASSETS_URL
 from tests.entrypoints.test_dashboard_browser import (  # the one headless Chromium driver
     Browser,

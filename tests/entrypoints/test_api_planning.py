@@ -4,15 +4,16 @@ fakes of our ports: no database and no MLflow server are needed to answer them."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.app import Policy
-from service.entrypoints.api import create_app
+from service.entrypoints.api.app import create_app
 from tests.fakes import fake_app
 
-SEED = {
+SEED: dict[str, Any] = {
     "params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": 8,
     "precision": "bf16", "recompute": "full", "utilization": 0.4,
 }  # fmt: skip
@@ -45,7 +46,7 @@ def test_get_estimate_computes_the_corrected_seed_example(api: TestClient) -> No
     ],
 )
 def test_bad_estimate_input_is_a_422_with_a_reason(
-    api: TestClient, change: dict[str, object], fragment: str
+    api: TestClient, change: dict[str, Any], fragment: str
 ) -> None:
     response = api.get("/v1/estimate", params={**SEED, **change})
     assert response.status_code == 422

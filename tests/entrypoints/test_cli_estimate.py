@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from service.entrypoints.cli import cli, main
+from service.entrypoints.cli.main import cli, main
 
 SECONDS_PER_DAY = 86400.0
 

@@ -13,8 +13,8 @@ from sqlalchemy import Engine
 
 from service.bootstrap import build
 from service.config import Settings
-from service.entrypoints.api import create_app
-from service.entrypoints.cli import main
+from service.entrypoints.api.app import create_app
+from service.entrypoints.cli.main import main
 from tests.integration.history import Truth, simulate
 
 A100 = Truth("a100-80gb", "bf16", 0.30, 0.10)

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from service.adapters.db.engine import make_engine
 
 from service.adapters.db import migrate
-from service.entrypoints.cli import main
+from service.adapters.db.engine import make_engine
+from service.entrypoints.cli.main import main
 from tests.builders import SEED_ARGS
 from tests.databases import empty_database, postgres_base_url
 

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from demo.mlflow_server import MlflowServer, make_training_run
 from service.adapters.db import locks
 from service.domain.records import ESTIMATE_TAG
-from service.entrypoints.cli import main
+from service.entrypoints.cli.main import main
 from tests.builders import SEED_ARGS
 
 pytestmark = pytest.mark.mlflow

@@ -33,14 +33,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, free_port, make_training_run
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.domain.hardware import build_catalog
 from service.domain.records import ESTIMATE_TAG
 from service.presenters import dashboard
-from service.usecases import estimates
+from service.usecases import registry
 from tests.builders import an_estimate
 
 CHROMIUM = "/usr/bin/chromium"
@@ -372,7 +372,7 @@ def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
     ]
     ratios, runs = {}, {}
     for result, ratio, days_ago in cases:
-        saved = estimates.save(uow, result, now=now - timedelta(days=days_ago + 20))
+        saved = registry.save(uow, result, now=now - timedelta(days=days_ago + 20))
         observed = timedelta(seconds=result.wall_seconds * ratio)
         end = now - timedelta(days=days_ago)
         throughput = result.request.model.tokens / (result.compute_seconds * ratio)
@@ -381,7 +381,7 @@ def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
             metrics={METRIC: throughput}, tags={ESTIMATE_TAG: saved.id},
         )  # fmt: skip
         ratios[saved.id] = ratio
-    external = estimates.record_external(
+    external = registry.record_external(
         uow, build_catalog(), predicted_seconds=84 * 3600.0, gpu="a100-80gb", gpus=8,
         precision="bf16", now=now - timedelta(days=30),
     )  # fmt: skip
@@ -391,7 +391,7 @@ def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
     )  # fmt: skip
     ratios[external.id] = 80 / 84
     live = an_estimate(gpu="h100-sxm", gpus=1024)
-    live_id = estimates.save(uow, live, now=now - timedelta(days=2)).id
+    live_id = registry.save(uow, live, now=now - timedelta(days=2)).id
     running_run = make_training_run(
         client, experiment, start=now - timedelta(days=1), end=None, status="RUNNING",
         metrics={METRIC: live.tokens_per_second * 0.9}, tags={ESTIMATE_TAG: live_id},

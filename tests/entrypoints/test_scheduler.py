@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from apscheduler.triggers.date import DateTrigger
 from mlflow.tracking import MlflowClient
-from service.adapters.db.tables import ReconcilePassRow
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, select
 
 from demo.mlflow_server import MlflowServer, RunSpec, create_runs, free_port
+from service.adapters.db.tables import ReconcilePassRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.bootstrap import build
 from service.config import Settings
 from service.domain.records import ESTIMATE_TAG
 from service.entrypoints.scheduler import build_scheduler
-from service.usecases import estimates
+from service.usecases import registry
 from tests.builders import an_estimate
 from tests.databases import postgres_base_url
 
@@ -42,7 +42,7 @@ def seed_runs(engine: Engine, client: MlflowClient, experiment_id: str, count: i
     end = datetime.now(UTC) - timedelta(hours=2)
     specs = []
     for i in range(count):
-        saved = estimates.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
+        saved = registry.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
         specs.append(
             RunSpec(start=end - timedelta(days=3), end=end + timedelta(seconds=i),
                     tags={ESTIMATE_TAG: saved.id})

@@ -1,4 +1,4 @@
-"""The planning commands start at once (DESIGN §7): in a fresh interpreter, `reckon
+"""The planning commands start at once (docs/contract.md §7): in a fresh interpreter, `reckon
 estimate`, `plan`, `sensitivity`, `hardware` and `--help` import none of the frameworks the
 service needs (MLflow, FastAPI, uvicorn, matplotlib, nor the database, numpy or
 pydantic-settings), so a planner running a dozen what-ifs does not wait for them."""
@@ -18,7 +18,7 @@ HEAVY = (
 MODEL = ["--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb"]
 PROBE = """
 import json, sys
-from service.entrypoints.cli import main
+from service.entrypoints.cli.main import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "loaded": sorted(m for m in HEAVY if m in sys.modules)}))
 """

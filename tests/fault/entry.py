@@ -29,7 +29,7 @@ def reckon(args: list[str], env: Mapping[str, str] | None = None, timeout: float
     """`reckon ARGS` in a fresh process (the console script's own code path)."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     done = subprocess.run(
-        [sys.executable, "-c", "from service.entrypoints.cli import run; run()", *args],
+        [sys.executable, "-c", "from service.entrypoints.cli.main import run; run()", *args],
         env=environment,
         capture_output=True,
         text=True,
@@ -41,7 +41,7 @@ def reckon(args: list[str], env: Mapping[str, str] | None = None, timeout: float
 
 def reckon_in_process(args: list[str], capsys: object) -> Result:
     """`reckon ARGS` through service.entrypoints.cli.main in this process (fast, for fuzzing)."""
-    from service.entrypoints.cli import main
+    from service.entrypoints.cli.main import main
 
     code = main(args)
     captured = capsys.readouterr()  # type: ignore[attr-defined]
@@ -54,7 +54,7 @@ def api_client(database_url: str, mlflow_uri: str | None, token: str | None = No
 
     from service.bootstrap import build
     from service.config import Settings
-    from service.entrypoints.api import create_app
+    from service.entrypoints.api.app import create_app
 
     settings = Settings(database_url=database_url, mlflow_tracking_uri=mlflow_uri, api_token=token)
     return TestClient(create_app(build(settings)), raise_server_exceptions=False)

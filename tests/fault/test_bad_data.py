@@ -8,15 +8,16 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 
-from service.adapters.db.tables import ReconciliationRow, SkippedRunRow
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, select
 
 from service.adapters.db import locks
+from service.adapters.db.tables import ReconciliationRow, SkippedRunRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.bootstrap import SystemClock
 from service.domain.records import ObservedRun
-from service.usecases import estimates
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases import registry
+from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import PassOutcome
 from tests.builders import an_estimate
 from tests.fakes import FakeRunSource
 
@@ -27,7 +28,7 @@ GOOD_THROUGHPUT = 1.5e7  # tokens/s: u = 0.66, f = 0.23 for the estimate below o
 
 def save(engine: Engine) -> str:
     # 4096 GPUs: a one-day run is physically plausible for the seed model.
-    return estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=END - 2 * DAY).id
+    return registry.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=END - 2 * DAY).id
 
 
 def a_run(run_id: str, estimate_id: str | None, **changes: object) -> ObservedRun:
@@ -85,7 +86,7 @@ def test_every_bad_run_is_a_skip_with_its_reason_and_the_good_run_still_counts(
         "no-end": (a_run("no-end", None, ended_at=None), "missing_end_time"),
     }
     source = FakeRunSource([a_run("good", good)] + [run for run, _ in corpus.values()])
-    estimates.link(SqlUnitOfWork(engine), manual, "no-end", now=END)
+    registry.link(SqlUnitOfWork(engine), SqlUnitOfWork(engine), manual, "no-end", now=END)
 
     outcome = run_once(engine, source)
 

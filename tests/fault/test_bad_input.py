@@ -12,18 +12,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from service.adapters.db.engine import make_engine
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, text
 
 from service.adapters.db import migrate
+from service.adapters.db.engine import make_engine
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.source import MlflowRunSource
 from service.adapters.mlflow.support import from_ms
 from service.domain import bounds, flops
 from service.domain.errors import InputError, UnavailableError
 from service.domain.records import SavedEstimate
 from service.domain.values import Hardware, Model
-from service.usecases import estimates
+from service.usecases import registry
 from tests.builders import a_request, an_estimate
 from tests.fault.entry import ROOT, reckon
 
@@ -40,7 +40,7 @@ def test_counts_no_integer_column_holds_are_input_errors(gpus: int) -> None:
 
 def external(**changes: object) -> SavedEstimate:
     values: dict[str, object] = {
-        "id": estimates.new_estimate_id(), "kind": "external", "created_at": NOW,
+        "id": registry.new_estimate_id(), "kind": "external", "created_at": NOW,
         "gpu": "a100-80gb", "gpus": 8, "precision": "bf16",
         "predicted_wall_seconds": 3600.0, "factor_source": "external",
     }  # fmt: skip
@@ -69,9 +69,9 @@ def test_values_no_column_holds_are_refused_before_the_write(
 
 @pytest.mark.parametrize("run_id", ["r" * 65, "ab\x00c"])
 def test_run_ids_no_column_holds_are_refused_by_link(engine: Engine, run_id: str) -> None:
-    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(), now=NOW)
+    saved = registry.save(SqlUnitOfWork(engine), an_estimate(), now=NOW)
     with pytest.raises(InputError, match="run id"):
-        estimates.link(SqlUnitOfWork(engine), saved.id, run_id, now=NOW)
+        registry.link(SqlUnitOfWork(engine), SqlUnitOfWork(engine), saved.id, run_id, now=NOW)
 
 
 def test_a_plan_for_an_impossible_deadline_answers_at_once() -> None:

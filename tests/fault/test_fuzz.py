@@ -186,13 +186,12 @@ def test_metrics_report_the_tags_still_owed(database_url: str) -> None:
 
     from service.adapters.db.engine import make_engine
     from service.adapters.db.unit_of_work import SqlUnitOfWork
-
     from service.domain.records import PendingTags
-    from service.usecases import estimates
+    from service.usecases import registry
     from tests.builders import an_estimate
 
     engine = make_engine(database_url)
-    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
+    saved = registry.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
     with SqlUnitOfWork(engine) as uow:
         uow.outbox.queue(
             [PendingTags("run-1", saved.id, {"reckon.error_pct": "+1.0"})],

@@ -6,6 +6,7 @@ neither raises nor lets a second pass commit beside the first."""
 from __future__ import annotations
 
 import logging
+import socket
 import subprocess
 import sys
 import time
@@ -14,19 +15,20 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from service.adapters.db.tables import PassClaimRow, ReconcilePassRow, TagOutboxRow
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, insert, select, text
 
 from service.adapters.db import locks
+from service.adapters.db.tables import PassClaimRow, ReconcilePassRow, TagOutboxRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.bootstrap import SystemClock
 from service.domain.errors import ConflictError, UnavailableError
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases.nightly.passes import PassOptions, run_pass
 from service.usecases.nightly.write_back import WRITE_BACK_THREADS, owed_tags
+from service.usecases.results import PassOutcome
 from tests.fakes import FakeRunSource
 from tests.fault.test_bad_data import a_run, save
 
-HOST = locks.socket.gethostname()
+HOST = socket.gethostname()
 
 
 def run_once(engine: Engine, source: FakeRunSource, **options: object) -> PassOutcome:
@@ -90,8 +92,10 @@ def test_tags_of_a_pass_killed_before_its_write_back_are_written_next_time(
     run_once(engine, source, write_back=False)  # committed, tags never written...
     with SqlUnitOfWork(engine) as uow:  # ...as if killed between the commit and the tags
         uow.outbox.queue(
-            owed_tags(uow.reconciliations.history()), pass_id=None, now=datetime.now(UTC)
-        )  # type: ignore[arg-type]
+            owed_tags(uow.reconciliations.history()),
+            pass_id=None,  # type: ignore[arg-type]
+            now=datetime.now(UTC),
+        )
         uow.commit()
 
     again = run_once(engine, source, full=True)

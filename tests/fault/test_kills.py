@@ -16,17 +16,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.tables import ReconcilePassRow, ReconciliationRow, TagOutboxRow
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, func, select
 
 from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, RunSpec, create_runs
 from service.adapters.db import locks
+from service.adapters.db.tables import ReconcilePassRow, ReconciliationRow, TagOutboxRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
-from service.usecases import estimates
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases import registry
+from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import PassOutcome
 from tests.builders import an_estimate
 from tests.fault.entry import ROOT
 
@@ -40,7 +41,7 @@ RUNS_PER_TRIAL = 4
 def add_linked_runs(engine: Engine, client: MlflowClient, experiment_id: str, n: int) -> list[str]:
     now = datetime.now(UTC).replace(microsecond=0)
     ids = [
-        estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now).id for _ in range(n)
+        registry.save(SqlUnitOfWork(engine), an_estimate(gpus=4096), now=now).id for _ in range(n)
     ]
     end = now - timedelta(hours=1)
     specs = [
@@ -71,7 +72,7 @@ def reckon_process(
         [
             sys.executable,
             "-c",
-            "from service.entrypoints.cli import run; run()",
+            "from service.entrypoints.cli.main import run; run()",
             "reconcile",
             "--full",
         ],

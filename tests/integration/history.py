@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.domain import comparison
 from service.domain.records import ObservedRun
-from service.usecases import estimates
+from service.usecases import registry
 from tests.builders import an_estimate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,7 +44,7 @@ def simulate(
         for i in range(runs_per_segment):
             started = START + timedelta(days=days * i / runs_per_segment, hours=count)
             result = an_estimate(gpu=truth.gpu, precision=truth.precision, gpus=4096)
-            saved = estimates.save(SqlUnitOfWork(engine), result, now=started)
+            saved = registry.save(SqlUnitOfWork(engine), result, now=started)
             u = truth.utilization * float(rng.lognormal(0.0, 0.08))
             f = min(max(truth.overhead + float(rng.normal(0.0, 0.02)), 0.01), 0.6)
             compute = result.flops / (result.request.hardware.gpus * result.peak_flops * u)
@@ -63,6 +63,6 @@ def simulate(
             items.append(item)
             count += 1
     with SqlUnitOfWork(engine) as uow:
-        uow.reconciliations.save_many(items, pass_id=None, now=START)  # type: ignore[arg-type]
+        uow.reconciliations.save_many(items, pass_id=None, now=START)
         uow.commit()
     return count

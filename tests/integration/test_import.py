@@ -13,20 +13,21 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer
 from service.adapters.db import locks
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.calibration import priors
 from service.domain.errors import InputError
 from service.domain.hardware import build_catalog
 from service.domain.records import OVERHEAD_CLAMPED, Reconciliation, SavedEstimate
-from service.entrypoints.cli import main
-from service.usecases.importing import ImportOptions, ImportOutcome, import_runs
+from service.entrypoints.cli.main import main
+from service.usecases.importing import ImportOptions, import_runs
 from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import ImportOutcome
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
 
@@ -249,6 +250,7 @@ def test_captured_lightning_runs_imply_the_flops_rate_their_trainer_measured(
     for run_id, notes in runs.values():
         side = notes["trainer_side"]
         saved, result = results[run_id]
+        assert result.implied_utilization is not None and result.implied_overhead is not None
         achieved = result.implied_utilization * H100_FP32  # FLOP/s while computing
         # The trainer's own last window, and its whole-run average, bracket the steady rate.
         last_window = side["logged_metrics"]["train/device/flops_per_sec"]

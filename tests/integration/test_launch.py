@@ -17,20 +17,21 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, free_port
 from service.adapters.db import locks
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.launch import MlflowLaunchRuns
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.domain.errors import InputError, NotFoundError, UnavailableError
 from service.domain.records import ESTIMATE_TAG
-from service.usecases import estimates
+from service.usecases import registry
 from service.usecases.launch import LaunchOptions, exit_status, launch
 from service.usecases.launch import experiment_name as launch_experiment
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import PassOutcome
 from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow
@@ -64,7 +65,7 @@ with mlflow.start_run() as run:
 
 
 def save_estimate(engine: Engine) -> str:
-    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(tokens=TOKENS), now=datetime.now(UTC))
+    saved = registry.save(SqlUnitOfWork(engine), an_estimate(tokens=TOKENS), now=datetime.now(UTC))
     return saved.id
 
 

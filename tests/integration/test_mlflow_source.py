@@ -404,7 +404,7 @@ def test_a_dead_server_is_retried_then_unavailable_quickly_and_the_password_stay
     assert "secret" not in message
     assert f"http://127.0.0.1:{port}" in message
     assert "\n" not in message
-    retries = [r.getMessage() for r in caplog.records if r.name == "service.adapters.mlflow.source"]
+    retries = [r.getMessage() for r in caplog.records if r.name == "service.adapters.mlflow.calls"]
     assert len(retries) == 2
     assert not any("secret" in line for line in retries)
 

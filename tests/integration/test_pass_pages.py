@@ -1,4 +1,5 @@
-"""The pass judges page by page and applies in one final transaction (service/usecases/nightly/passes.py):
+"""The pass judges page by page and applies in one final transaction
+(service/usecases/nightly/passes.py):
 an estimate whose runs span pages is judged over all of them, and a link made or undone
 by hand while the pass pages is honoured, not overwritten by what the pages concluded.
 Real databases (SQLite, and PostgreSQL when configured); runs from an in-memory source."""
@@ -8,15 +9,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from service.adapters.db.tables import ReconciliationRow, RunLinkRow, SkippedRunRow
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine, select
 
 from service.adapters.db import locks
+from service.adapters.db.tables import ReconciliationRow, RunLinkRow, SkippedRunRow
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.bootstrap import SystemClock
 from service.domain.records import ObservedRun
-from service.usecases import estimates
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases import registry
+from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import PassOutcome
 from tests.builders import an_estimate
 from tests.fakes import FakeRunSource
 
@@ -40,7 +42,7 @@ def a_run(run_id: str, estimate_id: str | None, start_h: float, end_h: float) ->
 def save(engine: Engine) -> str:
     """The seed model on 65,536 GPUs: about 2 hours planned, so runs of hours are slow
     but physically plausible (no implausible_factors skip)."""
-    return estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=65536), now=NOW).id
+    return registry.save(SqlUnitOfWork(engine), an_estimate(gpus=65536), now=NOW).id
 
 
 def reconcile(
@@ -112,7 +114,7 @@ def test_a_hand_made_link_during_the_scan_wins_over_what_a_page_judged(engine: E
     def link_by_hand(seen: int) -> None:
         # After page 1 (r-1 and r-2 judged for `tagged`), someone links r-1 to `chosen`.
         if seen == 2:
-            estimates.link(SqlUnitOfWork(engine), chosen, "r-1", now=NOW)
+            registry.link(SqlUnitOfWork(engine), SqlUnitOfWork(engine), chosen, "r-1", now=NOW)
 
     outcome = reconcile(engine, source, on_progress=link_by_hand)
     assert links(engine)["r-1"] == (chosen, "manual")
@@ -141,7 +143,7 @@ def test_an_unlink_during_the_scan_is_not_undone_by_the_pass(engine: Engine) -> 
 
     def unlink_by_hand(seen: int) -> None:
         if seen == 2:  # page 1 judged the estimate over old + new
-            estimates.unlink(SqlUnitOfWork(engine), estimate, "old", now=NOW)
+            registry.unlink(SqlUnitOfWork(engine), SqlUnitOfWork(engine), estimate, "old", now=NOW)
 
     reconcile(engine, source, on_progress=unlink_by_hand)
     assert "old" not in links(engine)

@@ -8,17 +8,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.unit_of_work import SqlUnitOfWork
 from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, make_training_run
 from service.adapters.db import locks
+from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow import source as mlflow_source
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.domain.records import ESTIMATE_TAG
-from service.usecases import estimates
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.usecases import registry
+from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import PassOutcome
 from tests.builders import an_estimate
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
@@ -43,7 +44,7 @@ def test_a_linked_composer_run_reconciles_both_factors_through_its_profile(
 ) -> None:
     truth = Truth(gpus=8, recompute=4 / 3)  # the seed estimate plans full recomputation
     forecast = an_estimate(params=truth.params, tokens=truth.tokens, gpu="h100-sxm", gpus=8)
-    saved = estimates.save(SqlUnitOfWork(engine), forecast, now=datetime.now(UTC))
+    saved = registry.save(SqlUnitOfWork(engine), forecast, now=datetime.now(UTC))
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
     composer = frameworks.composer_run(mlflow_client, experiment_id, truth, start)
     mlflow_client.set_tag(composer, ESTIMATE_TAG, saved.id)
@@ -82,7 +83,7 @@ def test_a_short_lightning_run_without_rates_reconciles_combined_and_says_why(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
     # 256 GPUs: about 20 days planned, so a 20-day run implies a plausible utilization.
-    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(gpus=256), now=datetime.now(UTC))
+    saved = registry.save(SqlUnitOfWork(engine), an_estimate(gpus=256), now=datetime.now(UTC))
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=25)
     run_id = make_training_run(
         mlflow_client, experiment_id, start=start, end=start + timedelta(days=20),

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from mlflow.tracking import MlflowClient
-from service.adapters.db.pass_repositories import WatermarkRepository
+from sqlalchemy import Engine, func, select
+
+from demo.mlflow_server import MlflowServer, RunSpec, create_runs, make_training_run
+from service.adapters.db import locks
+from service.adapters.db.pass_records import WatermarkRepository
 from service.adapters.db.tables import (
     ReconcilePassRow,
     ReconciliationRow,
@@ -18,18 +22,15 @@ from service.adapters.db.tables import (
     StagedRunRow,
 )
 from service.adapters.db.unit_of_work import SqlUnitOfWork
-from sqlalchemy import Engine, func, select
-
-from demo.mlflow_server import MlflowServer, RunSpec, create_runs, make_training_run
-from service.adapters.db import locks
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.domain.errors import UnavailableError
 from service.domain.hardware import build_catalog
 from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
-from service.entrypoints.cli import main
-from service.usecases import estimates, queries
-from service.usecases.nightly.passes import PassOptions, PassOutcome, run_pass
+from service.entrypoints.cli.main import main
+from service.usecases import queries, registry
+from service.usecases.nightly.passes import PassOptions, run_pass
+from service.usecases.results import PassOutcome
 from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow
@@ -69,7 +70,7 @@ def watermark(engine: Engine) -> datetime | None:
 
 
 def save_seed_estimate(engine: Engine, **overrides: object) -> str:
-    saved = estimates.save(SqlUnitOfWork(engine), an_estimate(**overrides), now=now())
+    saved = registry.save(SqlUnitOfWork(engine), an_estimate(**overrides), now=now())
     return saved.id
 
 
@@ -115,7 +116,7 @@ def test_throughput_separates_utilization_from_overhead_across_restarts(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
     result = an_estimate(gpus=1024)  # ~5.1 days of compute at u = 0.4
-    estimate_id = estimates.save(SqlUnitOfWork(engine), result, now=now()).id
+    estimate_id = registry.save(SqlUnitOfWork(engine), result, now=now()).id
     true_u = 0.35
     throughput = result.request.model.tokens / (result.compute_seconds * 0.4 / true_u)
     start = now() - timedelta(days=10)
@@ -147,7 +148,7 @@ def test_a_run_without_throughput_yields_only_the_combined_factor(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
     result = an_estimate(gpus=1024)
-    estimate_id = estimates.save(SqlUnitOfWork(engine), result, now=now()).id
+    estimate_id = registry.save(SqlUnitOfWork(engine), result, now=now()).id
     end = now() - HOUR
     make_training_run(
         mlflow_client, experiment_id, start=end - timedelta(days=6), end=end,
@@ -237,7 +238,7 @@ def test_running_runs_wait_and_bad_runs_are_skipped_with_reasons(
     contested = make_training_run(
         mlflow_client, experiment_id, start=end - day, end=end, tags={ESTIMATE_TAG: other}
     )
-    estimates.link(SqlUnitOfWork(engine), owner, contested, now=now())
+    registry.link(SqlUnitOfWork(engine), SqlUnitOfWork(engine), owner, contested, now=now())
 
     outcome = reconcile(engine, source_for(mlflow_server, experiment_id))
 
@@ -266,7 +267,7 @@ def test_a_run_linked_by_hand_without_a_tag_is_found_by_id(
     untagged = make_training_run(
         mlflow_client, experiment_id, start=end - timedelta(days=3), end=end
     )
-    estimates.link(SqlUnitOfWork(engine), estimate_id, untagged, now=now())
+    registry.link(SqlUnitOfWork(engine), SqlUnitOfWork(engine), estimate_id, untagged, now=now())
 
     outcome = reconcile(engine, source_for(mlflow_server, experiment_id))
 
@@ -291,13 +292,25 @@ class StopsMidScan:
     def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
         return self._inner.terminated_without_end(started_after, limit)
 
-    def runs_by_id(self, run_ids: list[str]) -> list[ObservedRun]:
+    def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         return self._inner.runs_by_id(run_ids)
+
+    def finished_runs(
+        self,
+        experiments: Sequence[str] = (),
+        since: datetime | None = None,
+        fallback_gpus: int | None = None,
+        linked: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    ) -> Iterator[ObservedRun]:
+        return self._inner.finished_runs(experiments, since, fallback_gpus, linked)
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self._inner.delete_tag(run_id, key)
 
     def running_runs(self) -> Iterator[ObservedRun]:
         return self._inner.running_runs()
 
-    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         self._inner.set_tags(run_id, tags)
 
     def ping(self) -> None:

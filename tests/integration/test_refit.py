@@ -12,7 +12,7 @@ from service.app import Reckon
 from service.bootstrap import build
 from service.config import Settings
 from service.domain.inputs import parse_inputs
-from service.entrypoints.cli import main
+from service.entrypoints.cli.main import main
 from service.presenters.json_loop import factor_history_view, factors_view
 from tests.builders import SEED_ARGS, SEED_INPUTS
 from tests.integration.history import START, Truth, simulate
@@ -37,8 +37,8 @@ def test_refit_recovers_the_true_factors_and_activates_the_first_set(
     simulate(engine, [A100, H100], 30)
     app = app_for(database_url)
 
-    outcome = app.refit()
-    document = factors_view(app.factors())
+    outcome = app.loop.refit()
+    document = factors_view(app.factor_sets.show())
     app.close()
 
     assert outcome.activated and outcome.factor_set is not None
@@ -57,10 +57,10 @@ def test_refit_recovers_the_true_factors_and_activates_the_first_set(
 def test_a_refit_with_nothing_new_makes_no_new_set(engine: Engine, database_url: str) -> None:
     simulate(engine, [A100], 10)
     app = app_for(database_url)
-    first = app.refit()
-    second = app.refit()
-    forced = app.refit(force=True)
-    history = factor_history_view(app.factor_history())
+    first = app.loop.refit()
+    second = app.loop.refit()
+    forced = app.loop.refit(force=True)
+    history = factor_history_view(app.factor_sets.history())
     app.close()
 
     assert first.factor_set is not None and second.factor_set is None
@@ -75,7 +75,7 @@ def test_calibrated_estimate_uses_the_active_set_and_records_it(
 ) -> None:  # fmt: skip
     simulate(engine, [A100], 30)
     app = app_for(database_url)
-    app.refit()
+    app.loop.refit()
     app.close()
     monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
     args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
@@ -115,10 +115,10 @@ def test_a_gpu_without_its_own_runs_borrows_its_precisions_level_across_gpus(
 ) -> None:
     simulate(engine, [A100, H100], 10)
     app = app_for(database_url)
-    app.refit()
+    app.loop.refit()
     inputs = parse_inputs({**SEED_INPUTS, "gpu": "mi300x", "utilization": None})
-    same_precision = app.estimate(inputs, calibrated=True).calibrated
-    new_precision = app.estimate(
+    same_precision = app.planning.estimate(inputs, calibrated=True).calibrated
+    new_precision = app.planning.estimate(
         parse_inputs({**SEED_INPUTS, "gpu": "mi300x", "precision": "fp8", "utilization": None}),
         calibrated=True,
     ).calibrated
@@ -173,12 +173,12 @@ def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
     simulate(engine, RAW_EXACT, 2)
     app = app_for(database_url)
 
-    outcome = app.refit()
-    document = factors_view(app.factors())
+    outcome = app.loop.refit()
+    document = factors_view(app.factor_sets.show())
     h200 = parse_inputs({**SEED_INPUTS, "gpu": "h200", "utilization": None})
-    answer = app.estimate(h200, calibrated=True).calibrated
-    raw = app.estimate(h200).estimate
-    accuracy = app.accuracy(by="gpu_type")
+    answer = app.planning.estimate(h200, calibrated=True).calibrated
+    raw = app.planning.estimate(h200).estimate
+    accuracy = app.queries.accuracy(by="gpu_type")
     app.close()
 
     assert outcome.factor_set is not None
@@ -186,8 +186,8 @@ def test_a_refit_that_backtests_worse_than_raw_activates_no_calibrated_segment(
     assert provenance["backtest_median_ape"] > provenance["backtest_raw_median_ape"]
     live = [item for item in document["segments"] if item["segment"] != "prior"]
     assert live and all(item["fallback"] for item in live)
-    assert all(group["fallback"] for group in accuracy["groups"])
-    assert accuracy["overall"]["calibrated_worse"] is True
+    assert all(group.fallback for group in accuracy.groups)
+    assert accuracy.overall.calibrated_worse is True
     # The planner gets raw (the request's own factors) and is told so.
     assert answer is not None and answer.factors.fallback
     assert answer.estimate.wall_seconds == pytest.approx(raw.wall_seconds)
@@ -198,10 +198,11 @@ def test_a_set_that_beats_raw_is_activated_without_fallbacks(
 ) -> None:
     simulate(engine, [A100, H100], 30)  # both far from the raw u = 0.4, f = 0
     app = app_for(database_url)
-    outcome = app.refit()
+    outcome = app.loop.refit()
     app.close()
 
     assert outcome.activated and outcome.factor_set is not None
     assert not any(item.fallback for item in outcome.factor_set.segments.values())
     provenance = outcome.factor_set.provenance
-    assert provenance["backtest_median_ape"] < provenance["backtest_raw_median_ape"]
+    calibrated, raw = provenance["backtest_median_ape"], provenance["backtest_raw_median_ape"]
+    assert isinstance(calibrated, float) and isinstance(raw, float) and calibrated < raw

@@ -11,11 +11,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from service.adapters.db.engine import make_engine, sqlite_file
-from service.adapters.db.tables import Base
 from sqlalchemy import Engine, inspect
 
 from service.adapters.db import migrate
+from service.adapters.db.engine import make_engine, sqlite_file
+from service.adapters.db.tables import Base
 from service.domain.errors import NotFoundError
 from tests.databases import empty_database
 

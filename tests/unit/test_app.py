@@ -50,7 +50,7 @@ def inputs(**overrides: Any) -> Any:
 
 def a_pass_sized_estimate(world: FakeWorld) -> str:
     """The seed model on 1,484 GPUs: predicted 3.5 days, so a run of ~90 hours is plausible."""
-    return world.app.save(inputs(gpus=1484)).saved.id
+    return world.app.planning.save(inputs(gpus=1484)).saved.id
 
 
 # --- which factors an estimate uses -----------------------------------------------------------
@@ -59,8 +59,8 @@ def a_pass_sized_estimate(world: FakeWorld) -> str:
 def test_an_estimate_says_whether_its_factors_were_given_or_defaulted() -> None:
     app = a_world().app
 
-    given = app.estimate(inputs())
-    default = app.estimate(inputs(utilization=None))
+    given = app.planning.estimate(inputs())
+    default = app.planning.estimate(inputs(utilization=None))
 
     assert given.factor_source == "given" and given.calibrated is None
     assert default.factor_source == "default"
@@ -71,13 +71,13 @@ def test_calibrated_with_given_factors_is_refused_whichever_entry_point_asks() -
     app = a_world().app
 
     with pytest.raises(InputError, match="drop utilization/overhead"):
-        app.estimate(inputs(), calibrated=True)
+        app.planning.estimate(inputs(), calibrated=True)
     with pytest.raises(InputError):
-        app.estimate(inputs(overhead=0.1, utilization=None), factor_set=3)
+        app.planning.estimate(inputs(overhead=0.1, utilization=None), factor_set=3)
 
 
 def test_a_calibrated_estimate_without_a_factor_set_uses_the_published_prior() -> None:
-    answer = a_world().app.estimate(inputs(utilization=None), calibrated=True)
+    answer = a_world().app.planning.estimate(inputs(utilization=None), calibrated=True)
 
     assert answer.calibrated is not None and answer.calibrated.factor_set is None
     assert answer.factor_source == "prior"
@@ -87,7 +87,7 @@ def test_a_calibrated_estimate_without_a_factor_set_uses_the_published_prior() -
 
 def test_pinning_a_factor_set_that_does_not_exist_is_not_found() -> None:
     with pytest.raises(NotFoundError, match="no factor set with version 7"):
-        a_world().app.estimate(inputs(utilization=None), factor_set=7)
+        a_world().app.planning.estimate(inputs(utilization=None), factor_set=7)
 
 
 # --- the registry -------------------------------------------------------------------------------
@@ -96,8 +96,8 @@ def test_pinning_a_factor_set_that_does_not_exist_is_not_found() -> None:
 def test_a_saved_estimate_is_stored_once_and_shown_with_its_inputs() -> None:
     world = a_world()
 
-    saved = world.app.save(inputs(), label="seed")
-    detail = world.app.estimate_detail(saved.saved.id)
+    saved = world.app.planning.save(inputs(), label="seed")
+    detail = world.app.registry.estimate_detail(saved.saved.id)
 
     assert detail.saved == saved.saved and detail.run_ids == []
     assert saved.saved.label == "seed" and saved.saved.factor_source == "given"
@@ -106,43 +106,43 @@ def test_a_saved_estimate_is_stored_once_and_shown_with_its_inputs() -> None:
 
 def test_listing_by_gpu_accepts_the_catalogs_aliases() -> None:
     world = a_world()
-    a100 = world.app.save(inputs()).saved
-    world.app.save(inputs(gpu="h100-sxm"))
+    a100 = world.app.planning.save(inputs()).saved
+    world.app.planning.save(inputs(gpu="h100-sxm"))
 
-    listed = world.app.list_estimates(gpu="A100-80GB")
+    listed = world.app.registry.list_estimates(gpu="A100-80GB")
 
     assert [item.id for item in listed] == [a100.id]
 
 
 def test_linking_rules() -> None:
     world = a_world()
-    first = world.app.save(inputs()).saved
-    second = world.app.save(inputs()).saved
+    first = world.app.planning.save(inputs()).saved
+    second = world.app.planning.save(inputs()).saved
     world.source.runs += [a_run("run-1", None, 90), a_run("run-2", None, 90)]
 
-    assert world.app.link(first.id, "run-1") is True
-    assert world.app.link(first.id, "run-1") is False  # the same pair again: a no-op
+    assert world.app.registry.link(first.id, "run-1") is True
+    assert world.app.registry.link(first.id, "run-1") is False  # the same pair again: a no-op
     with pytest.raises(ConflictError, match="already linked to estimate"):
-        world.app.link(second.id, "run-1")
+        world.app.registry.link(second.id, "run-1")
     with pytest.raises(NotFoundError):
-        world.app.link("no-such-estimate", "run-2")
+        world.app.registry.link("no-such-estimate", "run-2")
     with pytest.raises(InputError):
-        world.app.link(first.id, "  ")
-    assert world.app.estimate_detail(first.id).run_ids == ["run-1"]
+        world.app.registry.link(first.id, "  ")
+    assert world.app.registry.estimate_detail(first.id).run_ids == ["run-1"]
 
 
 def test_a_link_to_a_run_mlflow_does_not_have_is_refused_unless_forced() -> None:
     world = a_world()
-    saved = world.app.save(inputs()).saved
+    saved = world.app.planning.save(inputs()).saved
 
     with pytest.raises(NotFoundError, match="no MLflow run 'not-a-run'"):
-        world.app.link(saved.id, "not-a-run")
+        world.app.registry.link(saved.id, "not-a-run")
     world.source.down = True
     with pytest.raises(UnavailableError):
-        world.app.link(saved.id, "not-a-run")
+        world.app.registry.link(saved.id, "not-a-run")
 
-    assert world.app.link(saved.id, "not-a-run", force=True) is True
-    assert world.app.estimate_detail(saved.id).run_ids == ["not-a-run"]
+    assert world.app.registry.link(saved.id, "not-a-run", force=True) is True
+    assert world.app.registry.estimate_detail(saved.id).run_ids == ["not-a-run"]
 
 
 def test_unlink_removes_the_tag_and_recomputes_from_the_remaining_runs() -> None:
@@ -152,34 +152,39 @@ def test_unlink_removes_the_tag_and_recomputes_from_the_remaining_runs() -> None
         a_run("first", estimate_id, 40, status="FAILED"),
         a_run("second", estimate_id, 90),
     ]
-    world.app.reconcile(trigger="test")
-    (before,) = world.app.history()
+    world.app.loop.reconcile(trigger="test")
+    (before,) = world.app.queries.history()
 
-    done = world.app.unlink(estimate_id, "first")
-    (after,) = world.app.history()
-    again = world.app.reconcile(trigger="test", full=True)
+    done = world.app.registry.unlink(estimate_id, "first")
+    (after,) = world.app.queries.history()
+    again = world.app.loop.reconcile(trigger="test", full=True)
 
     assert before.failed_segments == 1 and after.failed_segments == 0
     assert done.tag_removed and after.run_ids == ("second",)
-    assert again.reconciled == [] and world.app.estimate_detail(estimate_id).run_ids == ["second"]
+    assert again.reconciled == [] and world.app.registry.estimate_detail(estimate_id).run_ids == [
+        "second"
+    ]
 
 
 def test_unlink_changes_nothing_when_mlflow_is_down_unless_forced() -> None:
     world = a_world()
     estimate_id = a_pass_sized_estimate(world)
     world.source.runs.append(a_run("only", estimate_id, 90))
-    world.app.reconcile(trigger="test")
+    world.app.loop.reconcile(trigger="test")
     world.source.down = True
 
     with pytest.raises(UnavailableError):
-        world.app.unlink(estimate_id, "only")
-    assert world.app.estimate_detail(estimate_id).run_ids == ["only"]
+        world.app.registry.unlink(estimate_id, "only")
+    assert world.app.registry.estimate_detail(estimate_id).run_ids == ["only"]
 
-    done = world.app.unlink(estimate_id, "only", force=True)
+    done = world.app.registry.unlink(estimate_id, "only", force=True)
     assert not done.tag_removed and done.reconciliation is None
-    assert world.app.history() == [] and world.app.estimate_detail(estimate_id).run_ids == []
+    assert (
+        world.app.queries.history() == []
+        and world.app.registry.estimate_detail(estimate_id).run_ids == []
+    )
     with pytest.raises(NotFoundError, match="not linked"):
-        world.app.unlink(estimate_id, "only", force=True)
+        world.app.registry.unlink(estimate_id, "only", force=True)
 
 
 # --- the pass -------------------------------------------------------------------------------------
@@ -187,11 +192,13 @@ def test_unlink_changes_nothing_when_mlflow_is_down_unless_forced() -> None:
 
 def test_the_seed_reconciliation_over_fakes_is_five_percent_over() -> None:
     world = a_world()
-    saved = world.app.record(predicted_seconds=84 * HOUR, gpu="a100-80gb", gpus=8, precision="bf16")
+    saved = world.app.registry.record(
+        predicted_seconds=84 * HOUR, gpu="a100-80gb", gpus=8, precision="bf16"
+    )
     world.source.runs.append(a_run("run-1", saved.id, 80))
 
-    outcome = world.app.reconcile(trigger="test")
-    (row,) = world.app.history()
+    outcome = world.app.loop.reconcile(trigger="test")
+    (row,) = world.app.queries.history()
 
     assert outcome.status == "succeeded" and len(outcome.reconciled) == 1
     assert row.error_pct == pytest.approx(5.0) and row.ratio == pytest.approx(0.952, abs=5e-4)
@@ -203,8 +210,8 @@ def test_a_second_pass_over_the_same_runs_changes_nothing() -> None:
     estimate_id = a_pass_sized_estimate(world)
     world.source.runs.append(a_run("run-1", estimate_id, 90))
 
-    world.app.reconcile(trigger="test")
-    again = world.app.reconcile(trigger="test", full=True)
+    world.app.loop.reconcile(trigger="test")
+    again = world.app.loop.reconcile(trigger="test", full=True)
 
     assert again.reconciled == [] and len(world.uow.state.reconciliations) == 1
 
@@ -227,7 +234,7 @@ def test_a_bad_run_is_skipped_with_its_reason(run: ObservedRun, reason: str) -> 
         run = ObservedRun(**{**run.__dict__, "estimate_id": estimate_id})
     world.source.runs.append(run)
 
-    outcome = world.app.reconcile(trigger="test")
+    outcome = world.app.loop.reconcile(trigger="test")
 
     assert [skip.reason for skip in outcome.skipped] == [reason]
     assert outcome.status == "succeeded"
@@ -237,9 +244,9 @@ def test_a_manual_link_wins_over_a_conflicting_tag() -> None:
     world = a_world()
     linked, tagged = a_pass_sized_estimate(world), a_pass_sized_estimate(world)
     world.source.runs.append(a_run("run-1", tagged, 90))
-    world.app.link(linked, "run-1")
+    world.app.registry.link(linked, "run-1")
 
-    outcome = world.app.reconcile(trigger="test")
+    outcome = world.app.loop.reconcile(trigger="test")
 
     assert [item.estimate_id for item in outcome.reconciled] == [linked]
     assert [skip.reason for skip in outcome.skipped] == ["claimed_by_two_estimates"]
@@ -249,26 +256,26 @@ def test_a_pass_that_finds_the_lock_taken_does_nothing() -> None:
     world = a_world()
     world.lock.free = False
 
-    outcome = world.app.reconcile(trigger="test")
+    outcome = world.app.loop.reconcile(trigger="test")
 
     assert outcome.status == "locked" and world.uow.state.passes == {}
 
 
 def test_since_and_full_together_are_refused() -> None:
     with pytest.raises(InputError, match="alternatives"):
-        a_world().app.reconcile(trigger="test", since="2026-11-01", full=True)
+        a_world().app.loop.reconcile(trigger="test", since="2026-11-01", full=True)
 
 
 def test_the_first_refit_after_reconciliations_activates_a_set_and_a_rerun_adds_none() -> None:
     world = fake_app(clock=FixedClock(START + timedelta(days=700)))  # the runs last 600 days
     for index in range(6):
-        saved = world.app.save(inputs()).saved
+        saved = world.app.planning.save(inputs()).saved
         run = a_run(f"run-{index}", saved.id, 600 * 24 + 10 * index, throughput=5e3)
         world.source.runs.append(run)
-    world.app.reconcile(trigger="test")
+    world.app.loop.reconcile(trigger="test")
 
-    factors = world.app.factors()
-    again = world.app.refit()
+    factors = world.app.factor_sets.show()
+    again = world.app.loop.refit()
 
     assert factors.factor_set is not None and factors.active
     assert again.factor_set is None and "is current" in again.message
@@ -281,21 +288,21 @@ def test_a_plan_is_the_fewest_gpus_that_meet_the_deadline() -> None:
     app = a_world().app
     deadline = 3.5 * 24 * HOUR
 
-    plan = app.plan(inputs(), deadline).plan
-    fewer = app.estimate(inputs(gpus=plan.gpus - 1)).estimate
+    plan = app.planning.plan(inputs(), deadline).plan
+    fewer = app.planning.estimate(inputs(gpus=plan.gpus - 1)).estimate
 
     assert plan.gpus == 1484 and plan.estimate.wall_seconds <= deadline
     assert fewer.wall_seconds > deadline
 
 
 def test_a_plan_in_whole_nodes_rounds_up_to_the_next_multiple() -> None:
-    plan = a_world().app.plan(inputs(), 3.5 * 24 * HOUR, multiple_of=8).plan
+    plan = a_world().app.planning.plan(inputs(), 3.5 * 24 * HOUR, multiple_of=8).plan
 
     assert plan.gpus == 1488 and plan.multiple_of == 8
 
 
 def test_sensitivity_varies_what_the_user_names_and_marks_the_base_row() -> None:
-    table = a_world().app.sensitivity(inputs(), {"tokens": ["5e11", "2e12"]})
+    table = a_world().app.planning.sensitivity(inputs(), {"tokens": ["5e11", "2e12"]})
 
     tokens = [row for row in table.rows if row.variable == "tokens"]
     assert [row.change_pct for row in tokens] == pytest.approx([-50.0, 100.0])

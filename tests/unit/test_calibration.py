@@ -1,4 +1,4 @@
-"""Specification of the refit (DESIGN §3 steps 6-7): per-segment utilization and overhead
+"""Specification of the refit (docs/contract.md §3 steps 6-7): per-segment utilization and overhead
 recovered from simulated histories with known true factors, pooled toward broader segments
 and the prior, robust to outliers, weighted toward recent runs, with honest P10-P90 ranges,
 and a time-ordered backtest that never looks at the future."""
@@ -287,7 +287,7 @@ def test_lookup_falls_back_from_segment_to_gpu_or_precision_to_all_to_prior() ->
 
 
 def test_predicted_wall_time_divides_hardware_flops_by_effective_throughput() -> None:
-    seed_example = _factors(utilization=0.4, overhead=0.0)  # DESIGN §2: ≈ 649 days
+    seed_example = _factors(utilization=0.4, overhead=0.0)  # docs/contract.md §2: ≈ 649 days
 
     days = predict_wall_seconds(5.6e22, 8, 312e12, seed_example) / 86400
 

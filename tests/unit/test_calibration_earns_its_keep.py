@@ -286,13 +286,15 @@ def test_calibrated_plan_rejects_a_confidence_outside_zero_to_one() -> None:
 
 
 def test_the_accuracy_table_says_why_a_worse_segment_within_noise_did_not_fall_back() -> None:
-    from service.usecases.accuracy import _why_not_fallen_back
+    from service.presenters.wording import not_fallen_back_note
+    from service.usecases.results import NotFallenBack
 
-    tie = gate.Evidence("own", 20, 0.081, 0.076, False, 0.62)
-    few = gate.Evidence("too few", 2, None, None, None)
+    needs = (gate.THIN_MIN_TARGETS, gate.WORSE_CONFIDENCE)
+    tie = NotFallenBack("own", 20, 0.081, 0.076, False, 0.62, True, *needs)
+    few = NotFallenBack("too few", 2, None, None, None, None, False, *needs)
 
-    assert _why_not_fallen_back(tie) == (
+    assert not_fallen_back_note(tie) == (
         "worse than raw; not fallen back: on its own runs (20) calibrated is worse "
         "(8.1% vs 7.6%) within noise (worse in 62% of resamples, the gate needs 90%)"
     )
-    assert "too few runs" in _why_not_fallen_back(few)
+    assert "too few runs" in not_fallen_back_note(few)

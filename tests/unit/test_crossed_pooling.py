@@ -11,10 +11,11 @@ import numpy as np
 from service.calibration.crossed import crossed_effects
 from service.calibration.fit import fit
 from service.calibration.model import lookup
+from service.calibration.observations import Observation
 from tests.unit.test_calibration_earns_its_keep import PRIOR, a_run
 
 
-def _runs(gpu: str, precision: str, u: float, count: int, first_day: int = 0) -> list:
+def _runs(gpu: str, precision: str, u: float, count: int, first_day: int = 0) -> list[Observation]:
     rng = np.random.default_rng(len(gpu) + len(precision) + count)
     return [
         a_run(gpu, precision, day=first_day + d, u=u * rng.lognormal(0, 0.05), f=0.1)

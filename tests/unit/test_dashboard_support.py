@@ -11,13 +11,13 @@ from fastapi.testclient import TestClient
 
 from service.app import Policy
 from service.domain.records import ACCURACY_GROUPINGS, Reconciliation
-from service.entrypoints.api import create_app
+from service.entrypoints.api.app import create_app
 from service.usecases.accuracy import GROUPINGS
 from tests.fakes import fake_app
 
 
 def ui_url(tracking_uri: str | None) -> str | None:
-    return fake_app(policy=Policy(mlflow_tracking_uri=tracking_uri)).app.mlflow_ui_url()
+    return fake_app(policy=Policy(mlflow_tracking_uri=tracking_uri)).app.operations.mlflow_ui_url()
 
 
 @pytest.mark.parametrize(

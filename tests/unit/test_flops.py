@@ -1,4 +1,4 @@
-"""Specification of the estimator's math (DESIGN §2): model and hardware FLOPs, recompute
+"""Specification of the estimator's math (docs/contract.md §2): model and hardware FLOPs, recompute
 factors, compute and wall time, the inverse plan and the sensitivity table."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.domain import flops
+from service.domain import flops, requests
 from service.domain.errors import InputError
 from service.domain.hardware import build_catalog
 from service.domain.values import (
@@ -20,7 +20,6 @@ from service.domain.values import (
     Recompute,
     SensitivityRow,
 )
-from service.usecases import estimates
 from tests.builders import a_request
 
 A100_BF16_PEAK = 312e12
@@ -368,7 +367,7 @@ def test_plan_refuses_a_gpu_multiple_below_one(multiple_of: int) -> None:
 def _rows(
     request: EstimateRequest, extra: dict[str, list[str]] | None = None
 ) -> list[SensitivityRow]:
-    _, rows = estimates.sensitivity(build_catalog(), request, extra or {})
+    _, rows = requests.sensitivity(build_catalog(), request, extra or {})
     return rows
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from service.domain.errors import InputError
-from service.profiles import Point, ProfileSet, RunRecord, load_profile_set
-from service.profiles.derive import steady
+from service.profiles.derive import Point, RunRecord, steady
 from service.profiles.mapping_file import load_mapping_file
+from service.profiles.profile_set import ProfileSet, load_profile_set
 
 DATA = Path(__file__).parents[1] / "data" / "trainer_runs"
 

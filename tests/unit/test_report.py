@@ -16,7 +16,14 @@ from service.domain.comparison import human_line
 from service.domain.records import Reconciliation, RunningProjection
 from service.presenters.json_views import running_view
 from service.presenters.report import write_report
-from service.usecases.results import FactorHistory, ReportData
+from service.usecases.results import (
+    Accuracy,
+    AccuracyGroup,
+    FactorHistory,
+    ReportData,
+    ScorePair,
+    Scores,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CHARTS = ("scatter.png", "error.png", "factors.png", "coverage.png")
@@ -64,25 +71,31 @@ HISTORY = [
     a_history_row(3, 6 * 86400.0, 7.5 * 86400.0),
 ]
 
-ACCURACY: dict[str, Any] = {
-    "by": "gpu_type",
-    "overall": {
-        "raw": {"n": 4, "median_ape": 9.1, "mape": 12.0, "bias": 3.2, "coverage": 0.5},
-        "calibrated": {"n": 4, "median_ape": 5.0, "mape": 6.1, "bias": 1.0, "coverage": 0.75},
-    },
-    "groups": [
-        {
-            "group": "a100-80gb",
-            "raw": {"n": 2, "median_ape": 10.0, "mape": 10.0, "bias": -4.0, "coverage": 0.5},
-            "calibrated": {"n": 2, "median_ape": 4.0, "mape": 4.0, "bias": 1.0, "coverage": 1.0},
-        },
-        {
-            "group": "h100-sxm",
-            "raw": {"n": 2, "median_ape": 14.0, "mape": 14.0, "bias": 9.0, "coverage": None},
-            "calibrated": {"n": 2, "median_ape": 6.0, "mape": 6.0, "bias": 2.0, "coverage": 0.5},
-        },
-    ],
-}
+
+def _pair(
+    raw: tuple[int, float, float, float, float | None],
+    calibrated: tuple[int, float, float, float, float | None],
+) -> ScorePair:
+    """(n, median APE %, MAPE %, bias %, coverage) of raw and of calibrated."""
+
+    def scores(n: int, median: float, mape: float, bias: float, coverage: float | None) -> Scores:
+        return Scores(n, median, mape, bias, None, coverage)
+
+    return ScorePair(scores(*raw), scores(*calibrated), False)
+
+
+ACCURACY = Accuracy(
+    by="gpu_type",
+    since=None,
+    overall=_pair((4, 9.1, 12.0, 3.2, 0.5), (4, 5.0, 6.1, 1.0, 0.75)),
+    groups=(
+        AccuracyGroup(
+            "a100-80gb", _pair((2, 10.0, 10.0, -4.0, 0.5), (2, 4.0, 4.0, 1.0, 1.0)), None
+        ),
+        AccuracyGroup("h100-sxm", _pair((2, 14.0, 14.0, 9.0, None), (2, 6.0, 6.0, 2.0, 0.5)), None),
+    ),
+    retrospective=_pair((0, 0.0, 0.0, 0.0, None), (0, 0.0, 0.0, 0.0, None)),
+)
 
 
 def a_factor_version(version: int) -> FactorSet:
@@ -139,13 +152,13 @@ RUNNING = [
 
 def report_data(
     history: list[Reconciliation],
-    accuracy: dict[str, Any] | None = None,
+    accuracy: Accuracy | None = None,
     factor_history: FactorHistory = NO_FACTORS,
     running: list[RunningProjection] | None = None,
 ) -> ReportData:
     return ReportData(
         history=history,
-        accuracy=accuracy or {},
+        accuracy=accuracy,
         factor_history=factor_history,
         running=running or [],
         running_error=None,
@@ -193,7 +206,9 @@ def test_a_report_with_no_data_says_so_and_draws_nothing(tmp_path: Path) -> None
 
 
 def test_history_alone_draws_its_charts_and_names_what_is_missing(tmp_path: Path) -> None:
-    empty_accuracy = {"by": "gpu_type", "overall": {"raw": {"n": 0}, "calibrated": {"n": 0}}}
+    nothing = Scores(0, None, None, None, None, None)
+    empty = ScorePair(nothing, nothing, False)
+    empty_accuracy = Accuracy("gpu_type", None, empty, (), empty)
     unusable = a_history_row(9, 3600.0, 3600.0, observed_seconds=float("nan"), error_pct=None)
 
     written = write_report(tmp_path, report_data([*HISTORY, unusable], empty_accuracy))

@@ -4,32 +4,31 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import (
-    ColumnElement,
-    Double,
-    Select,
-    String,
     func,
     insert,
-    literal,
     select,
     update,
 )
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from service.adapters.db.observation_reader import (
+    RECON_COLUMNS,
+    ObservationRows,
+    build_observations,
+    fetch_rows,
+    observation_conditions,
+    observation_query,
+    read_observations,
+)
 from service.adapters.db.tables import FactorSetRow, ReconciliationRow, SegmentFactorRow
 from service.calibration.model import FactorSet, Level, SegmentFactors
 from service.calibration.observations import ObservationArrays
-from service.calibration.robust import FloatArray, IntArray
 from service.domain.values import fields_of
-
-_RECON = ReconciliationRow.__table__.c
 
 
 class FactorSetRepository:
@@ -121,7 +120,7 @@ class FactorSetRepository:
         """Every reconciled computed estimate that ended at or after `since` (all when None)
         as refit columns, ordered by end time (ties by estimate id), with the estimate ids
         in the same order."""
-        data, ids = _read(self._session, since, with_ids=True)
+        data, ids = read_observations(self._session, since, with_ids=True)
         assert ids is not None
         return data, ids
 
@@ -129,8 +128,8 @@ class FactorSetRepository:
         """The refit's read made ahead, while a pass pages MLflow: the driver's rows, each
         led by its reconciliation's row id, so that `observation_arrays` can complete them
         with what the pass then writes instead of reading everything again."""
-        query = _observation_query(self._dialect, since, with_ids=False, row_ids=True)
-        rows = _fetch(self._session, query)
+        query = observation_query(self._dialect, since, with_ids=False, row_ids=True)
+        rows = fetch_rows(self._session, query)
         return ObservationRows(
             since, rows, np.fromiter((row[0] for row in rows), np.int64, len(rows))
         )
@@ -155,17 +154,17 @@ class FactorSetRepository:
             and (ahead.since is None or (since is not None and ahead.since <= since))
         ):
             rows = self._completed(ahead, pass_id)
-            data = _build(self._dialect, rows, since, with_ids=False, row_ids=True)[0]
+            data = build_observations(self._dialect, rows, since, with_ids=False, row_ids=True)[0]
         else:
-            data, _ = _read(self._session, since, with_ids=False)
+            data, _ = read_observations(self._session, since, with_ids=False)
         if len(data) == 0:
             return data, None
         ends: list[str] = []
         for newest_first in (False, True):
-            keys = (_RECON.ended_at, _RECON.estimate_id)
+            keys = (RECON_COLUMNS.ended_at, RECON_COLUMNS.estimate_id)
             query = (
-                select(_RECON.estimate_id)
-                .where(*_conditions(self._dialect, since, scan=False))
+                select(RECON_COLUMNS.estimate_id)
+                .where(*observation_conditions(self._dialect, since, scan=False))
                 .order_by(*(key.desc() for key in keys) if newest_first else keys)
                 .limit(1)
             )
@@ -191,9 +190,10 @@ class FactorSetRepository:
         )
         if not touched:
             return ahead.rows
-        query = _observation_query(self._dialect, ahead.since, with_ids=False, row_ids=True)
+        query = observation_query(self._dialect, ahead.since, with_ids=False, row_ids=True)
         fresh = {
-            row[0]: row for row in _fetch(self._session, query.where(_RECON.pass_id == pass_id))
+            row[0]: row
+            for row in fetch_rows(self._session, query.where(RECON_COLUMNS.pass_id == pass_id))
         }
         rows = list(ahead.rows)
         gone: list[int] = []
@@ -214,15 +214,6 @@ class FactorSetRepository:
         return self._session.get_bind().dialect.name
 
 
-@dataclass(frozen=True)
-class ObservationRows:
-    """`prefetch_observations`' result: opaque to the refit, which hands it back."""
-
-    since: datetime | None
-    rows: list[tuple[Any, ...]]
-    row_ids: IntArray  # each row's reconciliation id, in the same order
-
-
 # --- reading observations -------------------------------------------------------------------
 # A million rows through SQLAlchemy Row objects and datetime objects cost several times the
 # query itself, so the query (which holds only fixed words, numbers and one timestamp) is
@@ -231,192 +222,6 @@ class ObservationRows:
 # come as SQLite's stored text (parsed by numpy, exact to the microsecond) or as
 # PostgreSQL's epoch seconds. Measured on 1M rows: 14 s before, about 2.9 s on SQLite (of
 # which 1.7 s is SQLite's own fetchall) and 1.9 s on PostgreSQL.
-
-_TIMES = ("started_at", "ended_at")
-_FLOATS = ("effective", "utilization", "overhead")
-# gpu, precision and recompute come as one text per row (fewer objects to make and hash:
-# a million rows repeat a few hundred combinations), split again per distinct combination.
-_SEPARATOR, _NO_MODE = "\x1f", "\x1e"  # ASCII unit and record separators: never in a name
-
-
-def _read(
-    session: Session, since: datetime | None, *, with_ids: bool
-) -> tuple[ObservationArrays, list[str] | None]:
-    dialect = session.get_bind().dialect.name
-    rows = _fetch(session, _observation_query(dialect, since, with_ids=with_ids))
-    return _build(dialect, rows, None, with_ids=with_ids, row_ids=False)
-
-
-def _build(
-    dialect: str,
-    rows: list[tuple[Any, ...]],
-    since: datetime | None,
-    *,
-    with_ids: bool,
-    row_ids: bool,
-) -> tuple[ObservationArrays, list[str] | None]:
-    """The driver's rows as ObservationArrays (ordered by end time), and the estimate ids
-    in that order when read; `since` drops rows that ended before it."""
-    time_type = object if dialect == "sqlite" else np.float64
-    fields = [
-        *([("row_id", np.int64)] if row_ids else []),
-        *([("estimate_id", object)] if with_ids else []),
-        ("segment", object),
-        *((name, time_type) for name in _TIMES),
-        *((name, np.float64) for name in _FLOATS),
-    ]
-    table = np.fromiter(rows, dtype=np.dtype(fields), count=len(rows))
-    started, ended = (_seconds(table[name]) for name in _TIMES)
-    ids = table["estimate_id"] if with_ids else None
-    order = _by_end(ended, ids)
-    usable = ended > started  # a run must end after it starts
-    if since is not None:
-        usable &= ended >= since.timestamp()
-    order = order[usable[order]]
-    data = _arrays(table, started, ended, order)
-    return data, None if ids is None else [ids[i] for i in order.tolist()]
-
-
-def _conditions(dialect: str, since: datetime | None, *, scan: bool) -> list[ColumnElement[bool]]:
-    """Computed estimates only: an external one (a planner's own duration) has no FLOPs, so
-    no implied utilization. `scan`: the bulk read, which checks ended > started itself."""
-    conditions = [_RECON.implied_effective_utilization > 0]
-    if not scan:
-        conditions.append(_RECON.ended_at > _RECON.started_at)
-    if since is not None:
-        # On SQLite a range on ended_at would walk its index and fetch every row by id, far
-        # slower than a scan when most rows qualify; `ended_at || ''` is the same text but
-        # cannot use the index. PostgreSQL's planner chooses well by itself.
-        indexable = not scan or dialect != "sqlite"
-        ended = _RECON.ended_at if indexable else _RECON.ended_at.op("||")(literal("", String))
-        conditions.append(ended >= literal(since, _RECON.ended_at.type))
-    return conditions
-
-
-def _observation_query(
-    dialect: str, since: datetime | None, *, with_ids: bool, row_ids: bool = False
-) -> Select[Any]:
-    def moment(column: ColumnElement[datetime]) -> ColumnElement[Any]:
-        if dialect == "sqlite":
-            return column  # the stored text 'YYYY-MM-DD HH:MM:SS.ffffff', naive UTC
-        return func.date_part("epoch", column, type_=Double)  # float8, unlike extract()
-
-    return select(
-        *([_RECON.id] if row_ids else []),
-        *([_RECON.estimate_id] if with_ids else []),
-        _RECON.gpu
-        + literal(_SEPARATOR, String)
-        + _RECON.precision
-        + literal(_SEPARATOR, String)
-        + func.coalesce(_RECON.recompute, literal(_NO_MODE, String)),
-        moment(_RECON.started_at),
-        moment(_RECON.ended_at),
-        _RECON.implied_effective_utilization,
-        # No throughput: 0 and 1 are outside what a split may be, so `_arrays` drops them.
-        func.coalesce(_RECON.implied_utilization, 0.0),
-        func.coalesce(_RECON.implied_overhead, 1.0),
-    ).where(*_conditions(dialect, since, scan=True))
-
-
-def _fetch(session: Session, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """The driver's own row tuples for `query`, on the session's connection. A driver error
-    is raised as SQLAlchemy's, like any other query's."""
-    connection = session.connection()
-    dialect = connection.dialect
-    sql = str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-    driver: Any = connection.connection.driver_connection
-    error_type: type[Exception] = dialect.loaded_dbapi.Error
-    try:
-        # psycopg's binary format hands over floats without formatting and parsing text.
-        cursor = driver.cursor(binary=True) if dialect.name == "postgresql" else driver.cursor()
-        try:
-            cursor.execute(sql)
-            rows: list[tuple[Any, ...]] = cursor.fetchall()
-        finally:
-            cursor.close()
-    except error_type as error:
-        raise DBAPIError.instance(sql, None, error, error_type, dialect=dialect) from error
-    return rows
-
-
-def _seconds(times: Any) -> FloatArray:
-    """Epoch seconds from PostgreSQL's floats, or from SQLite's naive-UTC text (numpy reads
-    'YYYY-MM-DD HH:MM:SS.ffffff' to the microsecond: the seconds timestamp() would give)."""
-    if times.dtype != object:
-        return np.ascontiguousarray(times, dtype=np.float64)
-    micros = times.astype("datetime64[us]").astype(np.int64)
-    result: FloatArray = micros / 1e6
-    return result
-
-
-def _by_end(ended: FloatArray, ids: Any) -> IntArray:
-    """Row order by end time; runs of equal end times by estimate id when ids are given."""
-    order: IntArray = np.argsort(ended, kind="stable").astype(np.intp, copy=False)
-    if ids is None or ended.size < 2:
-        return order
-    sorted_ends = ended[order]
-    tied = np.flatnonzero(sorted_ends[1:] == sorted_ends[:-1])  # position i ties with i + 1
-    if tied.size:
-        firsts = tied[np.diff(tied, prepend=-2) != 1]
-        lasts = tied[np.diff(tied, append=tied[-1] + 2) != 1] + 1
-        for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
-            run = order[first : last + 1].tolist()
-            order[first : last + 1] = sorted(run, key=ids.__getitem__)
-    return order
-
-
-def _codes(values: Any, order: IntArray) -> tuple[IntArray, tuple[Any, ...]]:
-    """Integer codes (in `order`) into the distinct values, in order of first appearance."""
-    index = {value: code for code, value in enumerate(dict.fromkeys(values))}
-    codes = np.fromiter(map(index.__getitem__, values), np.intp, len(values))
-    return codes[order], tuple(index)
-
-
-def _split_segments(
-    combination: IntArray, keys: tuple[str, ...]
-) -> list[tuple[IntArray, tuple[str | None, ...]]]:
-    """Per-row codes of each of gpu, precision and recompute, from the codes of their
-    combined text: each distinct combination is split once, rows follow by table lookup."""
-    parts = [key.split(_SEPARATOR) for key in keys]
-    if any(len(part) != 3 for part in parts):
-        raise ValueError("a gpu or precision name holds an ASCII unit separator")
-    result: list[tuple[IntArray, tuple[str | None, ...]]] = []
-    for position in range(3):
-        names = [part[position] for part in parts]
-        index = {name: code for code, name in enumerate(dict.fromkeys(names))}
-        lookup = np.array([index[name] for name in names], dtype=np.intp)
-        distinct = tuple(None if position == 2 and name == _NO_MODE else name for name in index)
-        result.append((lookup[combination], distinct))
-    return result
-
-
-def _arrays(
-    table: Any, started_at: FloatArray, ended_at: FloatArray, order: IntArray
-) -> ObservationArrays:
-    """The record array as ObservationArrays, rows in `order`. A split (u, f) the refit
-    cannot use (u ≤ 0 or f ≥ 1, which includes no throughput) is dropped, keeping the run's
-    effective utilization."""
-    combination, keys = _codes(table["segment"], order)
-    (gpu, gpu_names), (precision, precision_names), (recompute, recompute_names) = _split_segments(
-        combination, keys
-    )
-    effective, utilization, overhead = (table[name][order] for name in _FLOATS)
-    unusable = ~((utilization > 0) & (overhead < 1))  # NaN compares false: also unusable
-    utilization[unusable] = np.nan
-    overhead[unusable] = np.nan
-    return ObservationArrays(
-        gpu_names=cast(tuple[str, ...], gpu_names),
-        precision_names=cast(tuple[str, ...], precision_names),
-        recompute_names=recompute_names,
-        gpu=gpu,
-        precision=precision,
-        recompute=recompute,
-        started_at=started_at[order],
-        ended_at=ended_at[order],
-        effective_utilization=effective,
-        utilization=utilization,
-        overhead=overhead,
-    )
 
 
 def _segment_values(factors: SegmentFactors) -> dict[str, object]:

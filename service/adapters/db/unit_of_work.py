@@ -11,13 +11,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.adapters.db.engine import translate_error
 from service.adapters.db.factor_repositories import FactorSetRepository
 from service.adapters.db.outbox import OutboxRepository
+from service.adapters.db.pass_records import PassRepository, SkipRepository, WatermarkRepository
 from service.adapters.db.pass_repositories import (
-    PassRepository,
     ReconciliationRepository,
     RunRepository,
-    SkipRepository,
     StagingRepository,
-    WatermarkRepository,
 )
 from service.adapters.db.repositories import EstimateRepository, RunLinkRepository
 

@@ -1,7 +1,7 @@
 """Searching runs through MLflow's REST API read as plain JSON. `MlflowClient.search_runs`
-turns each page of JSON into protobuf messages (in pure Python) and those into entities:
-about 0.17 ms a run here, as much as the server takes to answer, and more than the whole
-pass does with the run afterwards. The same request decoded by `json.loads` yields the
+turns each page of JSON into protobuf messages (in pure Python) and those into entities,
+which costs about as much as the server takes to answer (docs/architecture.md, "Measured
+reasons"). The same request decoded by `json.loads` yields the
 same values. It goes through MLflow's own `http_request` with the client's host
 credentials, so authentication, TLS settings, timeouts and retries are the client's.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -19,24 +18,23 @@ from functools import partial
 from typing import Any, TypeVar
 
 import requests
-from mlflow.entities import RunTag, ViewType
+from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from service.adapters.mlflow.calls import MlflowCalls
 from service.adapters.mlflow.rest import searcher
 from service.adapters.mlflow.support import (
-    NotFound,
     check_tracking_uri,
     from_ms,
-    is_not_found,
     is_transient,
-    redact,
     safe_uri,
     to_ms,
 )
 from service.domain.errors import InputError, NotFoundError, UnavailableError
 from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
-from service.profiles import Point, ProfileSet, RunRecord
+from service.profiles.derive import Point, RunRecord
+from service.profiles.profile_set import ProfileSet
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +78,9 @@ class MlflowRunSource:
         try:
             self._client = MlflowClient(tracking_uri=tracking_uri)
         except (MlflowException, ValueError) as error:
-            raise InputError(f"MLFLOW_TRACKING_URI {self._uri!r}: {self._reason(error)}") from None
+            raise InputError(
+                f"MLFLOW_TRACKING_URI {self._uri!r}: {MlflowCalls.reason(error)}"
+            ) from None
         # A lone string is a sequence of characters; take it as one experiment.
         self._experiments = (experiments,) if isinstance(experiments, str) else tuple(experiments)
         # Which framework logged a run decides how its observables are read (the profiles).
@@ -88,9 +88,8 @@ class MlflowRunSource:
         self._search_runs = searcher(self._client)  # plain JSON, no protobuf parse
         self._histories: dict[tuple[str, str], tuple[float | None, list[Point]]] = {}
         self._page_size = page_size
-        self._retries = retries
-        self._backoff_seconds = backoff_seconds
         self._named_ids: list[str] | None = None
+        self._calls = MlflowCalls(self._client, self._uri, retries, backoff_seconds)
 
     # --- RunSource ------------------------------------------------------------------------
 
@@ -183,7 +182,7 @@ class MlflowRunSource:
             return []
         # A link made by hand may name a run in any experiment, and search_runs needs a list:
         # ask every active experiment, not only the configured ones.
-        experiment_ids = self._all_active_experiment_ids()
+        experiment_ids = self._calls.active_experiment_ids()
         if not experiment_ids:
             return []
         found: dict[str, ObservedRun] = {}
@@ -231,7 +230,9 @@ class MlflowRunSource:
         linked, asked once per page: those runs come back with `estimate_id` set and no
         profile read (no history fetched), so a second import costs a listing, not more."""
         if experiments:
-            experiment_ids = list(dict.fromkeys(self._resolve(e) for e in experiments))
+            experiment_ids = list(
+                dict.fromkeys(self._calls.resolve_experiment(e) for e in experiments)
+            )
         else:
             experiment_ids = self._experiment_ids()
         if not experiment_ids:
@@ -263,20 +264,22 @@ class MlflowRunSource:
             self._client.log_batch(run_id, tags=run_tags, synchronous=True)
         except (MlflowException, requests.RequestException, OSError) as error:
             if is_transient(error):
-                raise UnavailableError(self._message(f"set tags on run {run_id}", error)) from None
+                raise UnavailableError(
+                    self._calls.message(f"set tags on run {run_id}", error)
+                ) from None
             # 4xx: the run is gone, deleted or refuses these tags; it never will take them.
             raise NotFoundError(
-                f"MLflow at {self._uri} refuses tags on run {run_id}: {self._reason(error)}"
+                f"MLflow at {self._uri} refuses tags on run {run_id}: {MlflowCalls.reason(error)}"
             ) from None
 
     def delete_tag(self, run_id: str, key: str) -> None:
-        self._call(
+        self._calls.call(
             f"remove tag {key} from run {run_id}", lambda: self._client.delete_tag(run_id, key)
         )
 
     def ping(self) -> None:
         """Raise UnavailableError unless the server answers (for health checks)."""
-        self._call(
+        self._calls.call(
             "reach the server",
             lambda: self._client.search_experiments(max_results=1),
             retries=0,  # a health check answers now; retrying belongs to the caller
@@ -325,7 +328,7 @@ class MlflowRunSource:
         cached = self._histories.get((run_id, key))
         if cached is not None and cached[0] == latest.get(key):
             return cached[1]
-        points = self._call(
+        points = self._calls.call(
             f"read metric {key!r} of run {run_id}",
             lambda: self._client.get_metric_history(run_id, key),
         )
@@ -344,7 +347,7 @@ class MlflowRunSource:
         token: str | None,
         max_results: int | None = None,
     ) -> Any:
-        return self._call(
+        return self._calls.call(
             "search runs",
             lambda: self._search_runs(
                 experiment_ids, filter_string, order_by, max_results or self._page_size, token
@@ -354,87 +357,12 @@ class MlflowRunSource:
     def _experiment_ids(self) -> list[str]:
         if not self._experiments:
             # Re-listed per scan, not cached: experiments created after start-up count too.
-            return self._all_active_experiment_ids()
+            return self._calls.active_experiment_ids()
         if self._named_ids is None:
-            self._named_ids = list(dict.fromkeys(self._resolve(e) for e in self._experiments))
-        return self._named_ids
-
-    def _resolve(self, name_or_id: str) -> str:
-        """A name first, then an id; a deleted experiment is as good as missing."""
-        experiment = self._call(
-            f"look up experiment {name_or_id!r}",
-            lambda: self._client.get_experiment_by_name(name_or_id),
-        )
-        if experiment is None:
-            try:
-                experiment = self._call(
-                    f"look up experiment {name_or_id!r}",
-                    lambda: self._client.get_experiment(name_or_id),
-                    not_found_ok=True,
-                )
-            except NotFound:
-                experiment = None
-        if experiment is None or experiment.lifecycle_stage != "active":
-            raise UnavailableError(f"MLflow experiment {name_or_id!r} not found at {self._uri}")
-        return str(experiment.experiment_id)
-
-    def _all_active_experiment_ids(self) -> list[str]:
-        ids: list[str] = []
-        token: str | None = None
-        while True:
-            page = self._call(
-                "list experiments",
-                partial(
-                    self._client.search_experiments,
-                    view_type=ViewType.ACTIVE_ONLY,
-                    max_results=1000,
-                    page_token=token,
-                ),
+            self._named_ids = list(
+                dict.fromkeys(self._calls.resolve_experiment(e) for e in self._experiments)
             )
-            ids.extend(str(experiment.experiment_id) for experiment in page)
-            if not page.token:
-                return ids
-            token = page.token
-
-    def _call(
-        self,
-        what: str,
-        call: Callable[[], T],
-        *,
-        not_found_ok: bool = False,
-        retries: int | None = None,
-    ) -> T:
-        """Run one MLflow call, retrying transient failures with exponential backoff."""
-        budget = self._retries if retries is None else retries
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except (MlflowException, requests.RequestException, OSError) as error:
-                if not_found_ok and is_not_found(error):
-                    raise NotFound from error
-                if attempt >= budget or not is_transient(error):
-                    raise UnavailableError(self._message(what, error)) from error
-                delay = self._backoff_seconds * 2**attempt
-                log.warning(
-                    "MLflow %s failed (%s); retry %d of %d in %.1f s",
-                    what,
-                    self._reason(error),
-                    attempt + 1,
-                    budget,
-                    delay,
-                )
-                time.sleep(delay)
-                attempt += 1
-
-    def _message(self, what: str, error: Exception) -> str:
-        return f"MLflow at {self._uri}: cannot {what}: {self._reason(error)}"
-
-    @staticmethod
-    def _reason(error: Exception) -> str:
-        text = error.message if isinstance(error, MlflowException) else str(error)
-        line = " ".join(redact(str(text)).split())  # one line, no credentials
-        return line if len(line) <= 300 else line[:297] + "..."
+        return self._named_ids
 
 
 def _next_keyset(page: Any, lower: str | None) -> tuple[str | None, str | None] | None:

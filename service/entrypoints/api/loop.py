@@ -22,7 +22,7 @@ def history(
     gpu: str | None = None,
     limit: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
 ) -> JSON:
-    return json_views.history_view(app.history(since=since, gpu=gpu, limit=limit))
+    return json_views.history_view(app.queries.history(since=since, gpu=gpu, limit=limit))
 
 
 @router.get("/v1/accuracy", summary="Prediction accuracy, raw and calibrated")
@@ -34,7 +34,7 @@ def accuracy(
     ] = None,
     since: str | None = None,
 ) -> JSON:
-    return app.accuracy(by=by, since=since)
+    return json_loop.accuracy_view(app.queries.accuracy(by=by, since=since))
 
 
 @router.get("/v1/factors", summary="The active (or a pinned) factor set, per segment")
@@ -43,7 +43,9 @@ def factors(
     version: int | None = None,
     factor_set: Annotated[int | None, Query(description="The same as version")] = None,
 ) -> JSON:
-    return json_loop.factors_view(app.factors(version if version is not None else factor_set))
+    return json_loop.factors_view(
+        app.factor_sets.show(version if version is not None else factor_set)
+    )
 
 
 @router.post(
@@ -52,31 +54,31 @@ def factors(
     summary="Make this factor set the active one (a rollback or a roll forward)",
 )
 def activate_factors(app: App, version: int) -> JSON:
-    return json_loop.factors_view(app.activate_factor_set(version))
+    return json_loop.factors_view(app.factor_sets.activate(version))
 
 
 @router.get("/v1/factors/history", summary="Every factor set, oldest first")
 def factor_history(app: App) -> JSON:
-    return json_loop.factor_history_view(app.factor_history())
+    return json_loop.factor_history_view(app.factor_sets.history())
 
 
 @router.post("/v1/refit", dependencies=GUARDED, summary="Refit the factors now")
 def refit(app: App, force: bool = False) -> JSON:
-    return json_loop.refit_view(app.refit(force=force))
+    return json_loop.refit_view(app.loop.refit(force=force))
 
 
 @router.post("/v1/reconcile", dependencies=GUARDED, summary="Run one reconcile pass now")
 def reconcile(app: App, since: str | None = None, full: bool = False) -> JSONResponse:
-    outcome = app.reconcile(trigger="api", since=since, full=full)
+    outcome = app.loop.reconcile(trigger="api", since=since, full=full)
     code = 409 if outcome.status == "locked" else 200
     return JSONResponse(json_loop.outcome_view(outcome), status_code=code)
 
 
 @router.get("/v1/jobs", summary="Recent reconcile passes and the schedule")
 def jobs(app: App, limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> JSON:
-    return json_loop.jobs_view(app.jobs(limit))
+    return json_loop.jobs_view(app.queries.jobs(limit))
 
 
 @router.get("/v1/running", summary="Linked runs still RUNNING, projected")
 def running(app: App) -> JSON:
-    return json_views.running_list_view(app.running())
+    return json_views.running_list_view(app.queries.running())

@@ -20,19 +20,19 @@ def livez() -> dict[str, str]:
 
 @router.get("/healthz", summary="Readiness: the database answers; MLflow is reported")
 def healthz(app: App) -> JSONResponse:
-    health = app.health()
+    health = app.operations.health()
     return JSONResponse(json_loop.health_view(health), 200 if health.ready else 503)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(app: App) -> Response:
-    body, content_type = metrics_response(app.metrics())
+    body, content_type = metrics_response(app.queries.metrics())
     return Response(body, media_type=content_type)
 
 
 @router.get("/v1/mlflow", summary="The MLflow UI address, for links to runs")
 def mlflow_links(app: App) -> dict[str, str | None]:
-    return json_loop.mlflow_links_view(app.mlflow_ui_url())
+    return json_loop.mlflow_links_view(app.operations.mlflow_ui_url())
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

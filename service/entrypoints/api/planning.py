@@ -20,7 +20,7 @@ JSON = dict[str, Any]
 @router.get("/v1/estimate", summary="Compute an estimate (no side effects)")
 def get_estimate(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
     values = query.model_dump()
-    answer = app.estimate(
+    answer = app.planning.estimate(
         parse_inputs(values), calibrated=values["calibrated"], factor_set=values["factor_set"]
     )
     return json_views.answer_view(answer)
@@ -31,7 +31,7 @@ def get_estimate(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
 )
 def post_estimate(app: App, body: EstimateBody) -> JSON:
     values = body.model_dump()
-    saved = app.save(
+    saved = app.planning.save(
         parse_inputs(values),
         calibrated=values["calibrated"],
         factor_set=values["factor_set"],
@@ -42,12 +42,12 @@ def post_estimate(app: App, body: EstimateBody) -> JSON:
 
 @router.get("/v1/estimates/{estimate_id}", summary="One stored estimate and its runs")
 def get_saved(app: App, estimate_id: str) -> JSON:
-    return json_views.detail_view(app.estimate_detail(estimate_id))
+    return json_views.detail_view(app.registry.estimate_detail(estimate_id))
 
 
 @router.get("/v1/estimates", summary="Stored estimates, newest first")
 def list_saved(app: App, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> JSON:
-    return json_views.estimates_view(app.list_estimates(limit=limit))
+    return json_views.estimates_view(app.registry.list_estimates(limit=limit))
 
 
 @router.get("/v1/plan", summary="The fewest GPUs whose wall time meets a deadline")
@@ -56,7 +56,7 @@ def get_plan(
     query: Annotated[PlanQuery, Query()],
 ) -> JSON:
     values = query.model_dump()
-    answer = app.plan(
+    answer = app.planning.plan(
         parse_inputs(values, gpus=1),
         parse_duration_seconds(values["deadline"]),
         values["multiple_of"],
@@ -70,7 +70,7 @@ def get_plan(
 @router.get("/v1/sensitivity", summary="Wall time as the inputs vary")
 def get_sensitivity(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
     values = query.model_dump()
-    table = app.sensitivity(
+    table = app.planning.sensitivity(
         parse_inputs(values), {}, calibrated=values["calibrated"], factor_set=values["factor_set"]
     )
     return json_views.sensitivity_view(table)
@@ -90,8 +90,8 @@ class LinkBody(BaseModel):
     summary="Link an MLflow run to the estimate (404 if the run does not exist)",
 )
 def link_run(app: App, estimate_id: str, body: LinkBody) -> JSON:
-    created = app.link(estimate_id, body.run_id, force=body.force)
-    return {**json_views.detail_view(app.estimate_detail(estimate_id)), "created": created}
+    created = app.registry.link(estimate_id, body.run_id, force=body.force)
+    return {**json_views.detail_view(app.registry.estimate_detail(estimate_id)), "created": created}
 
 
 @router.delete(
@@ -100,4 +100,4 @@ def link_run(app: App, estimate_id: str, body: LinkBody) -> JSON:
     summary="Unlink a run (its reckon.estimate_id tag is removed unless force)",
 )
 def unlink_run(app: App, estimate_id: str, run_id: str, force: bool = False) -> JSON:
-    return json_views.unlinked_view(app.unlink(estimate_id, run_id, force=force))
+    return json_views.unlinked_view(app.registry.unlink(estimate_id, run_id, force=force))

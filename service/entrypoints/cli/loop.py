@@ -19,7 +19,7 @@ from service.presenters import json_loop, json_views, text
 def reconcile(since: str | None, full: bool, as_json: bool) -> None:
     """One pass now: pull finished runs from MLflow, compare, store (as the scheduler does)."""
     show_progress = not as_json and sys.stderr.isatty()
-    outcome = application().reconcile(
+    outcome = application().loop.reconcile(
         trigger="cli", since=since, full=full, on_progress=_progress if show_progress else None
     )
     if show_progress:
@@ -37,7 +37,9 @@ def _progress(runs_seen: int) -> None:
 @json_option
 def running_command(as_json: bool) -> None:
     """Linked runs still RUNNING, with a projected finish against the plan."""
-    output(as_json, application().running(), json_views.running_list_view, text.running_text)
+    output(
+        as_json, application().queries.running(), json_views.running_list_view, text.running_text
+    )
 
 
 @cli.command()
@@ -47,7 +49,7 @@ def running_command(as_json: bool) -> None:
 @json_option
 def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool) -> None:
     """Predicted against observed, per estimate, newest first."""
-    rows = application().history(since=since, gpu=gpu, limit=limit)
+    rows = application().queries.history(since=since, gpu=gpu, limit=limit)
     output(as_json, rows, json_views.history_view, text.history_text)
 
 
@@ -56,7 +58,9 @@ def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool
 @json_option
 def refit(force: bool, as_json: bool) -> None:
     """Fit utilization and overhead per segment from the reconciled history now."""
-    output(as_json, application().refit(force=force), json_loop.refit_view, lambda o: o.message)
+    output(
+        as_json, application().loop.refit(force=force), json_loop.refit_view, lambda o: o.message
+    )
 
 
 @cli.group(invoke_without_command=True)
@@ -75,7 +79,7 @@ def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
     """The factor set per segment: utilization, overhead, their P10-P90 ranges, n, level.
     `reckon factors list` shows every set; `reckon factors activate N` makes N active."""
     if ctx.invoked_subcommand is None:
-        answer = application().factors(version)
+        answer = application().factor_sets.show(version)
         output(as_json, answer, json_loop.factors_view, text.factors_text)
 
 
@@ -83,7 +87,9 @@ def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
 @json_option
 def factors_list(as_json: bool) -> None:
     """Every factor set: version, created, active, backtest scores, n."""
-    output(as_json, application().factor_history(), json_loop.factor_history_view, text.sets_text)
+    output(
+        as_json, application().factor_sets.history(), json_loop.factor_history_view, text.sets_text
+    )
 
 
 @factors.command(name="activate")
@@ -92,7 +98,7 @@ def factors_list(as_json: bool) -> None:
 def factors_activate(version: int, as_json: bool) -> None:
     """Make factor set VERSION the active one (a rollback, or a roll forward). It stays active
     until a newer set passes the refit's gate against it; activate another to undo."""
-    answer = application().activate_factor_set(version)
+    answer = application().factor_sets.activate(version)
     output(as_json, answer, json_loop.factors_view, text.factors_text)
 
 
@@ -108,5 +114,5 @@ def factors_activate(version: int, as_json: bool) -> None:
 @json_option
 def accuracy_command(by: str | None, since: str | None, as_json: bool) -> None:
     """How wrong were we: n, median APE, MAPE, bias and P10-P90 coverage, raw and calibrated."""
-    document = application().accuracy(by=by, since=since)
-    output(as_json, document, lambda d: d, text.accuracy_text)
+    result = application().queries.accuracy(by=by, since=since)
+    output(as_json, result, json_loop.accuracy_view, text.accuracy_text)

@@ -42,7 +42,7 @@ def report(out_dir: Path) -> None:
     """Write the dashboard's charts (PNG) and an index.html into a directory."""
     from service.presenters.report import write_report
 
-    data = application().report()
+    data = application().operations.report()
     if data.running_error is not None:
         click.echo(f"running runs left out of the report: {data.running_error}", err=True)
     for path in write_report(out_dir, data):
@@ -57,7 +57,7 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Migrate the database named by RECKON_DATABASE_URL to the newest schema."""
-    status = application().upgrade_schema()
+    status = application().operations.upgrade_schema()
     click.echo(f"{status.database} is at revision {status.current}")
 
 
@@ -65,4 +65,6 @@ def upgrade() -> None:
 @json_option
 def current(as_json: bool) -> None:
     """Show the database's schema revision and the newest one."""
-    output(as_json, application().schema_status(), json_loop.schema_view, text.schema_text)
+    output(
+        as_json, application().operations.schema_status(), json_loop.schema_view, text.schema_text
+    )

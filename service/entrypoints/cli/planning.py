@@ -47,10 +47,10 @@ def estimate(
     """Estimate FLOPs, compute and wall time, GPU-hours and MFU for one training job."""
     app, inputs = application(), inputs_of(options)
     if save:
-        saved = app.save(inputs, calibrated=calibrated, factor_set=factor_set, label=label)
+        saved = app.planning.save(inputs, calibrated=calibrated, factor_set=factor_set, label=label)
         output(as_json, saved, json_views.saved_answer_view, text.saved_text)
         return
-    answer = app.estimate(inputs, calibrated=calibrated, factor_set=factor_set)
+    answer = app.planning.estimate(inputs, calibrated=calibrated, factor_set=factor_set)
     output(as_json, answer, json_views.answer_view, text.answer_text)
 
 
@@ -89,7 +89,7 @@ def plan(
 ) -> None:
     """The fewest GPUs whose wall time meets a deadline (with --calibrated, at a quantile
     of the predictive distribution: --confidence 0.9 is "90% sure to finish in time")."""
-    answer = application().plan(
+    answer = application().planning.plan(
         inputs_of(options, gpus=1),
         parse_duration_seconds(deadline),
         8 if whole_nodes else multiple_of,
@@ -132,7 +132,7 @@ def sensitivity(
     **options: Any,
 ) -> None:
     """Wall time as utilization, recompute, GPU count, precision (and more) vary."""
-    table = application().sensitivity(
+    table = application().planning.sensitivity(
         inputs_of(options), _parse_vary(vary), calibrated=calibrated, factor_set=factor_set
     )
     output(as_json, table, json_views.sensitivity_view, text.sensitivity_text)
@@ -142,5 +142,5 @@ def sensitivity(
 @json_option
 def hardware(as_json: bool) -> None:
     """List the GPU catalog: dense peak TFLOP/s per precision, with sources."""
-    specs = application().hardware()
+    specs = application().planning.hardware()
     output(as_json, specs, json_views.hardware_view, text.hardware_text)

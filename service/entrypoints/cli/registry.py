@@ -20,7 +20,7 @@ def record(
     predicted: str, gpu: str, gpus: int, precision: str, label: str | None, as_json: bool
 ) -> None:
     """Store a planner's own (external) prediction; prints its id."""
-    saved = application().record(
+    saved = application().registry.record(
         predicted_seconds=parse_duration_seconds(predicted),
         gpu=gpu,
         gpus=gpus,
@@ -48,7 +48,7 @@ FORCE_UNLINK = (
 def link(estimate_id: str, run_id: str, force: bool) -> None:
     """Link an MLflow run to an estimate after the fact. The run must exist in MLflow (exit
     3 if not, 5 if MLflow cannot be asked) unless --force."""
-    created = application().link(estimate_id, run_id, force=force)
+    created = application().registry.link(estimate_id, run_id, force=force)
     click.echo(f"linked run {run_id} to estimate {estimate_id}" if created else "already linked")
 
 
@@ -60,7 +60,7 @@ def link(estimate_id: str, run_id: str, force: bool) -> None:
 def unlink(estimate_id: str, run_id: str, force: bool, as_json: bool) -> None:
     """Undo a link: the run no longer counts for the estimate, its reckon.estimate_id tag is
     removed in MLflow, and the estimate's reconciliation is recomputed from its other runs."""
-    done = application().unlink(estimate_id, run_id, force=force)
+    done = application().registry.unlink(estimate_id, run_id, force=force)
     output(as_json, done, json_views.unlinked_view, text.unlinked_text)
 
 
@@ -75,7 +75,7 @@ def estimates_group() -> None:
 @json_option
 def estimates_list(limit: int, gpu: str | None, as_json: bool) -> None:
     """The newest stored predictions first."""
-    saved = application().list_estimates(limit=limit, gpu=gpu)
+    saved = application().registry.list_estimates(limit=limit, gpu=gpu)
     output(as_json, saved, json_views.estimates_view, text.estimates_text)
 
 
@@ -84,5 +84,5 @@ def estimates_list(limit: int, gpu: str | None, as_json: bool) -> None:
 @json_option
 def estimates_show(estimate_id: str, as_json: bool) -> None:
     """One stored prediction with every input and output, and its linked runs."""
-    detail = application().estimate_detail(estimate_id)
+    detail = application().registry.estimate_detail(estimate_id)
     output(as_json, detail, json_views.detail_view, text.detail_text)

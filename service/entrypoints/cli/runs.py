@@ -50,7 +50,7 @@ def import_command(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    outcome = application().import_runs(
+    outcome = application().loop.import_runs(
         experiments=experiments, since=since, gpu=gpu, gpus=gpus, precision=precision,
         dry_run=dry_run,
     )  # fmt: skip
@@ -68,7 +68,7 @@ def import_command(
 @click.option("--experiment", default=None, help="MLflow experiment name for the run.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def launch_command(estimate_id: str, experiment: str | None, command: tuple[str, ...]) -> int:
-    outcome = application().launch(estimate_id, command, experiment=experiment)
+    outcome = application().loop.launch(estimate_id, command, experiment=experiment)
     click.echo(
         f"reckon: run {outcome.run_id} ended {outcome.status} (exit {outcome.exit_code})",
         err=True,

@@ -1,8 +1,8 @@
 """Python's cyclic garbage collector, paused while a reconcile pass runs. A pass allocates
 hundreds of thousands of short-lived objects (MLflow's JSON, database rows, the runs), and
 every so many allocations the collector sweeps the process's long-lived objects too (the
-imported libraries: about 220,000 here) without finding anything: those sweeps cost 5-7%
-of a 2,000-run pass (bench/bench_reconcile.py). Reference counting still frees what the
+imported libraries) without finding anything: a measurable share of a pass
+(docs/architecture.md, "Measured reasons"). Reference counting still frees what the
 pass drops; nothing it makes is cyclic garbage. Collection resumes when the last pass of
 the process ends."""
 
