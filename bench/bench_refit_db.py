@@ -205,7 +205,7 @@ def main() -> None:
 
         def read() -> None:
             with SqlUnitOfWork(engine) as uow:
-                found.append(uow.factor_sets.observation_arrays(since=horizon)[0])
+                found.append(uow.observations.arrays(since=horizon)[0])
 
         read_s = [timed(read) for _ in range(args.repeat)]
         data = found[-1]

@@ -145,7 +145,7 @@ class StagingStore(Protocol):
         """The staged runs resolved to each of these estimates."""
         ...
 
-    def judged(
+    def record_judgments(
         self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
     ) -> None:
         """Stage the latest judgments: `changed` replace earlier ones, `unchanged` (equal
@@ -233,17 +233,21 @@ class FactorSetStore(Protocol):
 
     def all(self, limit: int = 100) -> list[FactorSet]: ...
 
-    def observations(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
+
+class ObservationStore(Protocol):
+    """The refit's read of reconciled observations (computed estimates with a factor)."""
+
+    def read(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
         """Reconciled computed estimates that ended at or after `since` (all when None), as
         columns ordered by end time, with their estimate ids in the same order."""
         ...
 
-    def prefetch_observations(self, since: datetime | None) -> object:
+    def prefetch(self, since: datetime | None) -> object:
         """The refit's read made early (a pass does it while MLflow serves its pages), for
-        `observation_arrays(ahead=...)`; opaque to the caller."""
+        `arrays(ahead=...)`; opaque to the caller."""
         ...
 
-    def observation_arrays(
+    def arrays(
         self,
         since: datetime | None = None,
         *,
@@ -318,6 +322,9 @@ class UnitOfWork(Protocol):
 
     @property
     def watermarks(self) -> WatermarkStore: ...
+
+    @property
+    def observations(self) -> ObservationStore: ...
 
     @property
     def factor_sets(self) -> FactorSetStore: ...

@@ -85,6 +85,7 @@ class FakeUnitOfWork:
     passes = property(lambda self: _Passes(self.state))
     watermarks = property(lambda self: _Watermarks(self.state))
     factor_sets = property(lambda self: _FactorSets(self.state))
+    observations = property(lambda self: _Observations(self.state))
     outbox = property(lambda self: _Outbox(self.state))
 
 
@@ -194,7 +195,7 @@ class _Staging:
                 found[owner].append(run)
         return found
 
-    def judged(
+    def record_judgments(
         self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
     ) -> None:
         judged = self.state.judged.setdefault(pass_id, {})
@@ -354,7 +355,12 @@ class _FactorSets:
     def all(self, limit: int = 100) -> list[FactorSet]:
         return sorted(self.state.factor_sets.values(), key=lambda s: s.version)[:limit]
 
-    def observations(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
+
+@dataclass
+class _Observations:
+    state: _State
+
+    def read(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
         rows = sorted(
             (
                 (item, self.state.estimates[item.estimate_id])
@@ -372,17 +378,17 @@ class _FactorSets:
         ids = [item.estimate_id for item, _saved in chosen]
         return ObservationArrays.from_observations(observations), ids
 
-    def prefetch_observations(self, since: datetime | None) -> object:
-        return None  # nothing to save in memory: `observation_arrays` reads it all again
+    def prefetch(self, since: datetime | None) -> object:
+        return None  # nothing to save in memory: `arrays` reads it all again
 
-    def observation_arrays(
+    def arrays(
         self,
         since: datetime | None = None,
         *,
         ahead: object | None = None,
         pass_id: int | None = None,
     ) -> tuple[ObservationArrays, tuple[str, str] | None]:
-        data, ids = self.observations(since)
+        data, ids = self.read(since)
         return data, (ids[0], ids[-1]) if ids else None
 
     def changed_since(self, moment: datetime) -> bool:

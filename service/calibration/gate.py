@@ -107,7 +107,7 @@ def assess(
         fallbacks = tuple(key for key in segments if key != PRIOR_KEY)
         raw_recent = _score(raw_log_ratio[recent], raw_inside[recent])
         active_loses = (
-            not judged(active_score)
+            not blind_enough(active_score)
             or active_score.median_ape is None
             or raw_recent.median_ape is None
             or active_score.median_ape > raw_recent.median_ape * (1 + _TIE)
@@ -140,7 +140,7 @@ def _decide(
     if candidate.median_ape > raw.median_ape * (1 + _TIE):
         return False, _WORSE_THAN_RAW
     if (
-        judged(active)
+        blind_enough(active)
         and active.median_ape is not None
         and candidate_recent.median_ape is not None
         and candidate_recent.median_ape > active.median_ape * (1 + _TIE)
@@ -149,7 +149,7 @@ def _decide(
     return True, "backtest no worse than raw and the active set"
 
 
-def judged(active: BacktestResult | None) -> TypeGuard[BacktestResult]:
+def blind_enough(active: BacktestResult | None) -> TypeGuard[BacktestResult]:
     """Whether the active set has predicted enough targets blind (ACTIVE_MIN_TARGETS) for
     the candidate to be compared with it."""
     return active is not None and active.n >= ACTIVE_MIN_TARGETS

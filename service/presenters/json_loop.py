@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
-from service.presenters.wording import not_fallen_back_note
+from service.presenters.wording import NO_FACTOR_SET, not_fallen_back_note
 from service.usecases.results import Accuracy, FactorHistory, FactorsAnswer, Health, Jobs, ScorePair
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def factors_view(answer: FactorsAnswer) -> JSON:
         return {
             "version": None,
             "active": False,
-            "message": "no factor set yet: calibrated estimates use the published prior",
+            "message": NO_FACTOR_SET,
             "prior_sources": answer.prior_sources,
             "segments": [segment_view(item) for item in answer.prior_segments],
         }

@@ -3,7 +3,7 @@ both speak the same field names (docs/contract.md §4). Only entry points import
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from service.domain.comparison import human_line
@@ -12,6 +12,7 @@ from service.domain.inputs import ESTIMATE_INPUTS
 from service.domain.records import Reconciliation, RunningProjection, SavedEstimate
 from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
+from service.presenters.wording import projected_finish, running_line
 from service.usecases.results import (
     Answer,
     EstimateDetail,
@@ -201,27 +202,16 @@ def iso_time(moment: datetime | None) -> str | None:
 
 
 def running_view(item: RunningProjection) -> JSON:
-    projected = item.projected_seconds
     return {
         "run_id": item.run_id,
         "estimate_id": item.estimate_id,
         "started_at": item.started_at.isoformat(),
         "elapsed_seconds": item.elapsed_seconds,
         "predicted_seconds": item.predicted_seconds,
-        "projected_seconds": projected,
-        "projected_finish": None
-        if projected is None
-        else (item.started_at + timedelta(seconds=projected)).isoformat(),
+        "projected_seconds": item.projected_seconds,
+        "projected_finish": iso_time(projected_finish(item)),
         "slip_pct": item.slip_pct,
-        "line": (
-            f"running {format_duration(item.elapsed_seconds)} of a predicted "
-            f"{format_duration(item.predicted_seconds)}"
-            + (
-                ""
-                if projected is None
-                else f"; projected {format_duration(projected)} ({item.slip_pct:+.1f}%)"
-            )
-        ),
+        "line": running_line(item),
     }
 
 

@@ -15,8 +15,8 @@ from service.domain.comparison import human_line
 from service.domain.records import Reconciliation, RunningProjection
 from service.domain.units import format_duration
 from service.presenters import report_charts as charts
-from service.presenters.json_views import running_view
 from service.presenters.report_charts import accuracy_rows, finite, segment
+from service.presenters.wording import running_line
 from service.usecases.results import Accuracy, ReportData, Scores
 
 SCATTER = "scatter.png"
@@ -190,7 +190,7 @@ def _running_table(running: Sequence[RunningProjection]) -> str:
             _e(_seconds(item.predicted_seconds)),
             _e(_seconds(item.projected_seconds)),
             _e(_pct(item.slip_pct, signed=True)),
-            _e(running_view(item)["line"]),
+            _e(running_line(item)),
         ]
         for item in running
     ]

@@ -4,9 +4,8 @@ drawn from typed results (reconciliations, factor sets, the accuracy document)."
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,8 +24,6 @@ _DURATION_TICKS = (
     _MINUTE, 10 * _MINUTE, _HOUR, 3 * _HOUR, 6 * _HOUR, 12 * _HOUR, _DAY, 2 * _DAY, 4 * _DAY,
     7 * _DAY, 14 * _DAY, 30 * _DAY, 60 * _DAY, 120 * _DAY, 365 * _DAY, 730 * _DAY,
 )  # fmt: skip
-
-Row = Mapping[str, Any]
 
 
 # --- numbers and labels ------------------------------------------------------------------------

@@ -11,9 +11,12 @@ from service.domain.hardware import PRECISIONS, GpuSpec
 from service.domain.records import Reconciliation, RunningProjection, SavedEstimate, SchemaStatus
 from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
-from service.presenters.json_loop import factors_view
-from service.presenters.json_views import running_view
-from service.presenters.wording import not_fallen_back_note
+from service.presenters.wording import (
+    NO_FACTOR_SET,
+    not_fallen_back_note,
+    projected_finish,
+    running_line,
+)
 from service.usecases.results import (
     Accuracy,
     AccuracyGroup,
@@ -238,46 +241,41 @@ def running_text(items: list[RunningProjection]) -> str:
         return "no linked runs are running"
     lines = []
     for item in items:
-        view = running_view(item)
-        finish = view["projected_finish"]
+        finish = projected_finish(item)
         lines.append(
-            f"{item.run_id} (estimate {item.estimate_id}): {view['line']}"
-            + (
-                ""
-                if finish is None
-                else f"; projected to finish {finish[:16].replace('T', ' ')} UTC"
-            )
+            f"{item.run_id} (estimate {item.estimate_id}): {running_line(item)}"
+            + ("" if finish is None else f"; projected to finish {finish:%Y-%m-%d %H:%M} UTC")
         )
     return "\n".join(lines)
 
 
 def factors_text(answer: FactorsAnswer) -> str:
-    document = factors_view(answer)
-    if document["version"] is None:
-        lines = [str(document["message"])]
+    chosen = answer.factor_set
+    if chosen is None:
+        lines = [NO_FACTOR_SET]
+        segments = list(answer.prior_segments)
     else:
-        state = "active" if document["active"] else "inactive"
+        state = "active" if chosen.version == answer.active_version else "inactive"
         lines = [
-            f"factor set {document['version']} ({state}), from "
-            f"{document['reconciliation_count']} reconciliations; backtest median APE "
-            f"{_pct(document['backtest_score'])} vs {_pct(document['baseline_score'])}"
+            f"factor set {chosen.version} ({state}), from "
+            f"{chosen.reconciliation_count} reconciliations; backtest median APE "
+            f"{_pct(chosen.backtest_score)} vs {_pct(chosen.baseline_score)}"
         ]
+        segments = list(chosen.segments.values())
     lines.append(
         f"{'segment':<26} {'level':<9} {'utilization (P10-P90)':<24} "
         f"{'overhead (P10-P90)':<22} {'n':>5}"
     )
-    for item in document["segments"]:
+    for item in segments:
         utilization = (
-            f"{item['utilization']:.3f} ({item['utilization_p10']:.2f}-"
-            f"{item['utilization_p90']:.2f})"
+            f"{item.utilization:.3f} ({item.utilization_p10:.2f}-{item.utilization_p90:.2f})"
         )
-        overhead = f"{item['overhead']:.1%} ({item['overhead_p10']:.0%}-{item['overhead_p90']:.0%})"
-        note = " combined only" if item["combined_only"] else ""
-        if item.get("fallback"):
+        overhead = f"{item.overhead:.1%} ({item.overhead_p10:.0%}-{item.overhead_p90:.0%})"
+        note = " combined only" if item.combined_only else ""
+        if item.fallback:
             note += " fell back to raw (calibration did not beat it)"
         lines.append(
-            f"{item['segment']:<26} {item['level']:<9} {utilization:<24} {overhead:<22} "
-            f"{item['n']:>5}{note}"
+            f"{item.segment:<26} {item.level:<9} {utilization:<24} {overhead:<22} {item.n:>5}{note}"
         )
     return "\n".join(lines)
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from service.domain.records import RunningProjection
+from service.domain.units import format_duration
 from service.usecases.results import NotFallenBack
+
+NO_FACTOR_SET = "no factor set yet: calibrated estimates use the published prior"
 
 
 def not_fallen_back_note(seen: NotFallenBack) -> str:
@@ -27,3 +33,20 @@ def not_fallen_back_note(seen: NotFallenBack) -> str:
         f"calibrated beats raw ({100 * (seen.calibrated or 0):.1f}% vs "
         f"{100 * (seen.raw or 0):.1f}%)"
     )
+
+
+def projected_finish(item: RunningProjection) -> datetime | None:
+    if item.projected_seconds is None:
+        return None
+    return item.started_at + timedelta(seconds=item.projected_seconds)
+
+
+def running_line(item: RunningProjection) -> str:
+    """ "running 2 days of a predicted 3 days; projected 3 days 8 hours (+11.1%)"."""
+    line = (
+        f"running {format_duration(item.elapsed_seconds)} of a predicted "
+        f"{format_duration(item.predicted_seconds)}"
+    )
+    if item.projected_seconds is None:
+        return line
+    return f"{line}; projected {format_duration(item.projected_seconds)} ({item.slip_pct:+.1f}%)"

@@ -55,7 +55,7 @@ def accuracy(
         raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
     with uow:
         everything = uow.reconciliations.history(since=since)
-        data, estimate_ids = uow.factor_sets.observations()
+        data, estimate_ids = uow.observations.read()
         active = uow.factor_sets.active()
     # Retrospective estimates (`reckon import`) were never forecasts: the refit learns from
     # them, but they are scored apart, so they cannot flatter (or spoil) the forecasts.

@@ -51,10 +51,10 @@ def refit(
     pass `pass_id` (`InPass.prepare`), completed here with that pass's own rows."""
     active = uow.factor_sets.active()
     newest = uow.factor_sets.newest()
-    if not force and newest is not None and not uow.factor_sets.changed_since(newest.created_at):
+    if not force and newest is not None and not uow.observations.changed_since(newest.created_at):
         return RefitOutcome(None, False, None, None, f"factor set {newest.version} is current")
     since = horizon(params, now)
-    data, estimate_ids = uow.factor_sets.observation_arrays(
+    data, estimate_ids = uow.observations.arrays(
         since=since, ahead=_prefetched(ahead), pass_id=pass_id
     )
     if estimate_ids is None:
@@ -78,7 +78,7 @@ def refit(
         None if active is None else active.created_at.timestamp(),
     )
     candidate, baseline = verdict_of.candidate, verdict_of.raw
-    if gate.judged(verdict_of.active):
+    if gate.blind_enough(verdict_of.active):
         candidate, baseline = verdict_of.candidate_recent, verdict_of.active
     better = verdict_of.activate
     activate = force or better
@@ -122,8 +122,7 @@ def refit(
 
 @dataclass(frozen=True)
 class InPass:
-    """The refit every reconcile pass ends with (service.usecases.nightly.passes's Refit). Its read
-    of the
+    """The refit every reconcile pass ends with (the pass's `Refit` port). Its read of the
     observations starts, in a thread and a transaction of its own, as the pass opens, so
     MLflow's paging hides it; the pass's final transaction then reads only the rows the
     pass itself wrote. A night with nothing new never waits for that read."""
@@ -139,7 +138,7 @@ class InPass:
             try:
                 with self.unit_of_work() as uow:
                     since = horizon(self.params, now)
-                    result.set_result(uow.factor_sets.prefetch_observations(since))
+                    result.set_result(uow.observations.prefetch(since))
             except BaseException as error:  # the refit then reads everything itself
                 result.set_exception(error)
 

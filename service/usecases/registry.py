@@ -7,11 +7,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from service.domain import comparison
 from service.domain.errors import ConflictError, InputError, NotFoundError
 from service.domain.hardware import Catalog, normalize_precision
-from service.domain.records import ESTIMATE_TAG, FactorSource, Reconciliation, SavedEstimate
+from service.domain.records import (
+    ESTIMATE_TAG,
+    EstimateKind,
+    FactorSource,
+    Reconciliation,
+    SavedEstimate,
+)
 from service.domain.values import Estimate, Hardware, Interval
 from service.ports import RunSource, UnitOfWork
 from service.usecases.context import Context
@@ -34,25 +41,12 @@ def save(
     factor_source: FactorSource = "given",
 ) -> SavedEstimate:
     """Store a computed estimate as an immutable prediction."""
-    hardware = result.request.hardware
-    saved = SavedEstimate(
-        id=new_estimate_id(),
-        kind="computed",
-        created_at=now,
-        gpu=hardware.gpu,
-        gpus=hardware.gpus,
-        precision=hardware.precision,
-        predicted_wall_seconds=result.wall_seconds if interval is None else interval.p50,
-        estimate=result,
-        interval=interval,
-        factor_set_version=factor_set_version,
-        factor_source=factor_source,
-        label=label,
-    )
-    with uow:
-        uow.estimates.add(saved)
-        uow.commit()
-    return saved
+    predicted = result.wall_seconds if interval is None else interval.p50
+    return _store(
+        uow, "computed", result.request.hardware, predicted, now,
+        estimate=result, interval=interval, factor_set_version=factor_set_version,
+        factor_source=factor_source, label=label,
+    )  # fmt: skip
 
 
 def record_external(
@@ -72,16 +66,29 @@ def record_external(
     catalog.peak_flops(hardware.gpu, hardware.precision)
     if not predicted_seconds > 0:
         raise InputError("the predicted duration must be longer than zero")
+    return _store(
+        uow, "external", hardware, predicted_seconds, now, factor_source="external", label=label
+    )
+
+
+def _store(
+    uow: UnitOfWork,
+    kind: EstimateKind,
+    hardware: Hardware,
+    predicted_wall_seconds: float,
+    now: datetime,
+    **details: Any,
+) -> SavedEstimate:
+    """A new immutable prediction with a fresh id, stored in its own transaction."""
     saved = SavedEstimate(
         id=new_estimate_id(),
-        kind="external",
+        kind=kind,
         created_at=now,
         gpu=hardware.gpu,
         gpus=hardware.gpus,
         precision=hardware.precision,
-        predicted_wall_seconds=predicted_seconds,
-        factor_source="external",
-        label=label,
+        predicted_wall_seconds=predicted_wall_seconds,
+        **details,
     )
     with uow:
         uow.estimates.add(saved)

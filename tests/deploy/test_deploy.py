@@ -10,6 +10,7 @@ import copy
 import json
 import re
 import threading
+import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -27,7 +28,8 @@ from service.config import Settings
 from service.entrypoints import probe
 from service.entrypoints.api.app import create_app
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 # The oldest Kubernetes this is meant for (CronJob timeZone is GA from 1.27) and the newest
 # the validator knows.
@@ -316,6 +318,21 @@ def test_the_image_runs_as_a_numeric_non_root_user() -> None:
 
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0
+
+
+def test_the_build_stage_copies_every_tree_the_wheel_is_built_from() -> None:
+    instructions = dockerfile_instructions()
+    last_from = max(i for i, (name, _args) in enumerate(instructions) if name == "FROM")
+    copied = {
+        source.rstrip("/")
+        for name, args in instructions[:last_from]
+        if name == "COPY"
+        for source in args.split()[:-1]
+    }
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    trees = {"service", *(d.split("/")[0] for d in setuptools["package-dir"].values())}
+
+    assert trees | {"pyproject.toml", "README.md"} <= copied
 
 
 def test_the_image_installs_a_wheel_and_copies_no_source_tree_into_the_runtime() -> None:

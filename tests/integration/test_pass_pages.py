@@ -161,7 +161,7 @@ def test_the_refits_early_read_completed_by_a_pass_equals_a_full_read(engine: En
     )
     since = NOW - 400 * 24 * HOUR
     with SqlUnitOfWork(engine) as uow:
-        ahead = uow.factor_sets.prefetch_observations(since)
+        ahead = uow.observations.prefetch(since)
     later = FakeRunSource(
         runs=[a_run("a-1", first, 60, 50), a_run("a-2", first, 49, 30), a_run("c-1", third, 20, 10)]
     )
@@ -169,10 +169,8 @@ def test_the_refits_early_read_completed_by_a_pass_equals_a_full_read(engine: En
     assert {item.estimate_id for item in outcome.reconciled} == {first, third}
 
     with SqlUnitOfWork(engine) as uow:
-        completed, ends = uow.factor_sets.observation_arrays(
-            since, ahead=ahead, pass_id=outcome.pass_id
-        )
-        full, full_ends = uow.factor_sets.observation_arrays(since)
+        completed, ends = uow.observations.arrays(since, ahead=ahead, pass_id=outcome.pass_id)
+        full, full_ends = uow.observations.arrays(since)
     assert len(full) == 3 and ends == full_ends
     for name in ("started_at", "ended_at", "effective_utilization", "utilization", "overhead"):
         assert np.array_equal(getattr(completed, name), getattr(full, name), equal_nan=True), name

@@ -30,7 +30,7 @@ RECON_COLUMNS = ReconciliationRow.__table__.c
 
 @dataclass(frozen=True)
 class ObservationRows:
-    """`prefetch_observations`' result: opaque to the refit, which hands it back."""
+    """`prefetch`'s result: opaque to the refit, which hands it back."""
 
     since: datetime | None
     rows: list[tuple[Any, ...]]
@@ -231,3 +231,107 @@ def _arrays(
         utilization=utilization,
         overhead=overhead,
     )
+
+
+class ObservationRepository:
+    """The refit's observations, read from the reconciliations of computed estimates."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def read(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
+        """Every reconciled computed estimate that ended at or after `since` (all when None)
+        as refit columns, ordered by end time (ties by estimate id), with the estimate ids
+        in the same order."""
+        data, ids = read_observations(self._session, since, with_ids=True)
+        assert ids is not None
+        return data, ids
+
+    def prefetch(self, since: datetime | None) -> ObservationRows:
+        """The refit's read made ahead, while a pass pages MLflow: the driver's rows, each
+        led by its reconciliation's row id, so that `arrays` can complete them
+        with what the pass then writes instead of reading everything again."""
+        query = observation_query(self._dialect, since, with_ids=False, row_ids=True)
+        rows = fetch_rows(self._session, query)
+        return ObservationRows(
+            since, rows, np.fromiter((row[0] for row in rows), np.int64, len(rows))
+        )
+
+    def arrays(
+        self,
+        since: datetime | None = None,
+        *,
+        ahead: object | None = None,
+        pass_id: int | None = None,
+    ) -> tuple[ObservationArrays, tuple[str, str] | None]:
+        """The refit's read: the same columns in the same order as `read` (ties in
+        end time in the database's row order), with only the first and the last estimate id
+        (the provenance): reading and holding a million ids would cost a third more. With
+        `ahead` (this session's `prefetch`, nothing but pass `pass_id` having
+        written reconciliations since) only that pass's rows are read: its updated rows
+        replace their old copies in place, its new ones follow (so only ties in end time can
+        come in another order than a full read's)."""
+        if (
+            isinstance(ahead, ObservationRows)
+            and pass_id is not None
+            and (ahead.since is None or (since is not None and ahead.since <= since))
+        ):
+            rows = self._completed(ahead, pass_id)
+            data = build_observations(self._dialect, rows, since, with_ids=False, row_ids=True)[0]
+        else:
+            data, _ = read_observations(self._session, since, with_ids=False)
+        if len(data) == 0:
+            return data, None
+        ends: list[str] = []
+        for newest_first in (False, True):
+            keys = (RECON_COLUMNS.ended_at, RECON_COLUMNS.estimate_id)
+            query = (
+                select(RECON_COLUMNS.estimate_id)
+                .where(*observation_conditions(self._dialect, since, scan=False))
+                .order_by(*(key.desc() for key in keys) if newest_first else keys)
+                .limit(1)
+            )
+            ends.append(str(self._session.scalar(query)))
+        return data, (ends[0], ends[1])
+
+    def changed_since(self, moment: datetime) -> bool:
+        """Whether any reconciliation was written after `moment`. Newest rows first, so the
+        usual answer (a pass just wrote some) comes without reading the whole table."""
+        query = (
+            select(ReconciliationRow.id)
+            .where(ReconciliationRow.updated_at > moment)
+            .order_by(ReconciliationRow.id.desc())
+            .limit(1)
+        )
+        return self._session.scalar(query) is not None
+
+    def _completed(self, ahead: ObservationRows, pass_id: int) -> list[tuple[Any, ...]]:
+        touched = list(
+            self._session.scalars(
+                select(ReconciliationRow.id).where(ReconciliationRow.pass_id == pass_id)
+            )
+        )
+        if not touched:
+            return ahead.rows
+        query = observation_query(self._dialect, ahead.since, with_ids=False, row_ids=True)
+        fresh = {
+            row[0]: row
+            for row in fetch_rows(self._session, query.where(RECON_COLUMNS.pass_id == pass_id))
+        }
+        rows = list(ahead.rows)
+        gone: list[int] = []
+        # Only the pass's own rows are looked at one by one (found in C among the others):
+        # an update keeps its place, one no longer read goes, new ones follow.
+        for position in np.flatnonzero(np.isin(ahead.row_ids, touched)).tolist():
+            replacement = fresh.pop(rows[position][0], None)
+            if replacement is None:
+                gone.append(position)
+            else:
+                rows[position] = replacement
+        for position in reversed(gone):
+            del rows[position]
+        return rows + [fresh[key] for key in sorted(fresh)]
+
+    @property
+    def _dialect(self) -> str:
+        return self._session.get_bind().dialect.name

@@ -114,7 +114,7 @@ class StagingRepository:
             found[row.owner].append(_observed(row))
         return found
 
-    def judged(
+    def record_judgments(
         self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
     ) -> None:
         """Keep the latest judgment of each estimate: `changed` ones are staged (replacing

@@ -1,7 +1,7 @@
-"""`column IN (values)` for the pass's lookups of a page's worth of ids. SQLAlchemy renders
-IN with one placeholder per value, so each page's query is new SQL text: psycopg re-parses
-it (about 0.1 ms a value here) and PostgreSQL plans it anew. On PostgreSQL the values go
-as one array parameter instead (`= ANY(...)`): the same text every time."""
+"""`column IN (values)` for the pass's lookups of a page's worth of ids. SQLAlchemy renders IN with
+one placeholder per value, so each page's query is new SQL text: psycopg re-parses it per value
+(docs/architecture.md, "Measured reasons") and PostgreSQL plans it anew. On PostgreSQL the values
+go as one array parameter instead (`= ANY(...)`): the same text every time."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def judge_page(
         else:
             changed.append(result)
             judgments.reconciled[estimate_id] = result
-    uow.staging.judged(pass_id, changed, unchanged)
+    uow.staging.record_judgments(pass_id, changed, unchanged)
 
 
 def judge_again(uow: UnitOfWork, pass_id: int, batch_size: int) -> Judgments:
