@@ -1,6 +1,5 @@
-"""GET /v1/estimate latency against an empty FastAPI route (docs/contract.md §7: p99 within 2x),
-both
-served by uvicorn in their own processes on 127.0.0.1 and called over keep-alive HTTP
+"""GET /v1/estimate latency against an empty FastAPI route (docs/contract.md §7: p99 within
+2x), both served by uvicorn in their own processes on 127.0.0.1 and called over keep-alive HTTP
 from this process, sequentially, after a warm-up.
 
     python -m bench.bench_api --requests 3000

@@ -1,9 +1,8 @@
-"""A nightly pass costs in proportion to new runs (docs/contract.md §7: 50k already reconciled + 1k
-new
-within 1.2x of 1k new alone): the same 1k new MLflow runs are reconciled by a full pass
-(`Reckon.reconcile`, refit included, MLflow tag write-back off) into a fresh database
-that holds nothing else, and into one that already holds H reconciled estimates and an
-active factor set.
+"""A nightly pass costs in proportion to new runs (docs/contract.md §7: 50k already reconciled
++ 1k new within 1.2x of 1k new alone): the same 1k new MLflow runs are reconciled by a full
+pass (`Reckon.reconcile`, refit included, MLflow tag write-back off) into a fresh database that
+holds nothing else, and into one that already holds H reconciled estimates and an active factor
+set.
 
     python -m bench.bench_pass_scale --history 50000 --new 1000 [--database-url BASE]
 

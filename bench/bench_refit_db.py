@@ -1,8 +1,7 @@
-"""The refit end to end over N stored reconciliations (docs/contract.md §7: 1M within a few seconds
-on
-2 cores): `Reckon.refit()` reads the observations from the database, fits, runs the
-time-ordered backtest gate and stores the factor set. The history is written with Core
-bulk inserts (estimate and reconciliation rows, no MLflow), synthetic like bench_refit.
+"""The refit end to end over N stored reconciliations (docs/contract.md §7: 1M within a few
+seconds on 2 cores): `Reckon.refit()` reads the observations from the database, fits, runs the
+time-ordered backtest gate and stores the factor set. The history is written with Core bulk
+inserts (estimate and reconciliation rows, no MLflow), synthetic like bench_refit.
 
     python -m bench.bench_refit_db --n 1000000 [--days 1095] [--database-url URL]
 

@@ -1,7 +1,6 @@
 """Start-up of the planning commands (docs/contract.md §7: under 0.3 s, importing no MLflow,
-FastAPI,
-uvicorn or matplotlib): `reckon estimate ...` against a bare `python -c pass`, run in turn
-(A B A B ...) so drift on a busy machine hits both, medians quoted; then the slowest
+FastAPI, uvicorn or matplotlib): `reckon estimate ...` against a bare `python -c pass`, run in
+turn (A B A B ...) so drift on a busy machine hits both, medians quoted; then the slowest
 imports of one `reckon estimate` (`python -X importtime`).
 
     python -m bench.bench_startup [--runs 21]

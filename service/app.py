@@ -4,22 +4,27 @@ The CLI, the API and the scheduler call `app.<area>.<use case>(...)` and nothing
 Use cases own their transactions; the adapters arrive as factories from
 `service.bootstrap`, so nothing is opened until a use case needs it.
 
-Areas import what only some use cases need (numpy, the pass) inside those methods, so
-`reckon estimate` loads neither (docs/architecture.md, "Start-up")."""
+Each area is built, and its module imported, on first use; areas import what only some
+use cases need (numpy, the pass) inside those methods; so `reckon estimate` loads neither
+the loop nor the refit (docs/architecture.md, "Start-up")."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from service.domain.hardware import Catalog
 from service.ports import Clock
 from service.usecases.context import Adapters, Context, Policy
-from service.usecases.factor_sets import FactorSets
-from service.usecases.loop import Loop
-from service.usecases.operations import Operations
-from service.usecases.planning import Planning
-from service.usecases.queries import Queries
-from service.usecases.registry import Registry
+
+if TYPE_CHECKING:
+    from service.usecases.factor_sets import FactorSets
+    from service.usecases.loop import Loop
+    from service.usecases.operations import Operations
+    from service.usecases.planning import Planning
+    from service.usecases.queries import Queries
+    from service.usecases.registry import Registry
 
 __all__ = ["Adapters", "Policy", "Reckon"]
 
@@ -30,12 +35,48 @@ class Reckon:
 
     def __init__(self, adapters: Adapters, policy: Callable[[], Policy]) -> None:
         self._context = Context(adapters, policy)
-        self.planning = Planning(self._context)
-        self.registry = Registry(self._context)
-        self.loop = Loop(self._context)
-        self.factor_sets = FactorSets(self._context)
-        self.queries = Queries(self._context)
-        self.operations = Operations(self._context, self.queries, self.factor_sets)
+
+    @cached_property
+    def planning(self) -> Planning:
+        """estimate, save, plan, sensitivity, hardware"""
+        from service.usecases.planning import Planning
+
+        return Planning(self._context)
+
+    @cached_property
+    def registry(self) -> Registry:
+        """record, link, unlink, estimate_detail, list_estimates"""
+        from service.usecases.registry import Registry
+
+        return Registry(self._context)
+
+    @cached_property
+    def loop(self) -> Loop:
+        """reconcile, import_runs, launch, refit"""
+        from service.usecases.loop import Loop
+
+        return Loop(self._context)
+
+    @cached_property
+    def factor_sets(self) -> FactorSets:
+        """show, activate, history"""
+        from service.usecases.factor_sets import FactorSets
+
+        return FactorSets(self._context)
+
+    @cached_property
+    def queries(self) -> Queries:
+        """history, accuracy, running, jobs, metrics"""
+        from service.usecases.queries import Queries
+
+        return Queries(self._context)
+
+    @cached_property
+    def operations(self) -> Operations:
+        """health, mlflow_ui_url, report, schema_status, upgrade_schema, require_schema"""
+        from service.usecases.operations import Operations
+
+        return Operations(self._context, self.queries, self.factor_sets)
 
     @property
     def policy(self) -> Policy:

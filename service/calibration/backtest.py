@@ -1,8 +1,7 @@
-"""The time-ordered backtest (docs/contract.md §3 step 6): every target is predicted by a fit on
-what
-ended before it started, exactly as a live estimate would have been (through `lookup`),
-and scored by median absolute percentage error and P10-P90 coverage. It decides whether a
-new factor set may become active (service.calibration.gate) and feeds the interval calibration
+"""The time-ordered backtest (docs/contract.md §3 step 6): every target is predicted by a fit
+on what ended before it started, exactly as a live estimate would have been (through `lookup`),
+and scored by median absolute percentage error and P10-P90 coverage. It decides whether a new
+factor set may become active (service.calibration.gate) and feeds the interval calibration
 (service.calibration.intervals). Pure: numbers in, numbers out."""
 
 from __future__ import annotations

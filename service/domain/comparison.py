@@ -1,7 +1,6 @@
 """Predicted against observed (docs/contract.md §3 step 5), pure: which runs are usable, the
-observed
-wall and compute time of an estimate's runs, the implied factors, and the seed-style line.
-No I/O and no clock; the reconcile pass feeds it stored estimates and observed runs."""
+observed wall and compute time of an estimate's runs, the implied factors, and the seed-style
+line. No I/O and no clock; the reconcile pass feeds it stored estimates and observed runs."""
 
 from __future__ import annotations
 

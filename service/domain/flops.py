@@ -1,6 +1,6 @@
-"""The estimator's math (docs/contract.md §2): FLOPs, compute and wall time, the inverse plan and
-the
-sensitivity table. Pure functions of values; the peak FLOP/s comes in from the caller."""
+"""The estimator's math (docs/contract.md §2): FLOPs, compute and wall time, the inverse plan
+and the sensitivity table. Pure functions of values; the peak FLOP/s comes in from the
+caller."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""`python -m service.entrypoints.probe [URL]`: the container's health check. GETs the URL (default
-the
-API's liveness route on this host) and exits 0 on a 2xx answer, 1 otherwise, printing one
-line; standard library only, so a probe every few seconds costs a bare interpreter start."""
+"""`python -m service.entrypoints.probe [URL]`: the container's health check. GETs the URL
+(default the API's liveness route on this host) and exits 0 on a 2xx answer, 1 otherwise,
+printing one line; standard library only, so a probe every few seconds costs a bare interpreter
+start."""
 
 from __future__ import annotations
 

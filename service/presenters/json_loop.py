@@ -10,11 +10,23 @@ from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
 from service.presenters.wording import NO_FACTOR_SET, not_fallen_back_note
-from service.usecases.results import Accuracy, FactorHistory, FactorsAnswer, Health, Jobs, ScorePair
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, SegmentFactors
-    from service.usecases.results import ImportOutcome, LaunchOutcome, PassOutcome, RefitOutcome
+    from service.usecases.results.loop import (
+        ImportOutcome,
+        Jobs,
+        LaunchOutcome,
+        PassOutcome,
+        RefitOutcome,
+    )
+    from service.usecases.results.reads import (
+        Accuracy,
+        FactorHistory,
+        FactorsAnswer,
+        Health,
+        ScorePair,
+    )
 
 
 def skip_view(skip: Skip) -> JSON:

@@ -13,17 +13,17 @@ from service.domain.records import Reconciliation, RunningProjection, SavedEstim
 from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
 from service.presenters.wording import projected_finish, running_line
-from service.usecases.results import (
-    Answer,
-    EstimateDetail,
-    PlanAnswer,
-    SavedAnswer,
-    Sensitivity,
-    Unlinked,
-)
 
 if TYPE_CHECKING:
     from service.calibration.calibrated import Calibrated
+    from service.usecases.results.answers import (
+        Answer,
+        EstimateDetail,
+        PlanAnswer,
+        SavedAnswer,
+        Sensitivity,
+        Unlinked,
+    )
 
 JSON = dict[str, Any]
 

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
-    from service.usecases.results import Snapshot
+    from service.usecases.results.loop import Snapshot
 
 
 def metrics_response(snap: Snapshot) -> tuple[bytes, str]:

@@ -17,7 +17,7 @@ from service.domain.units import format_duration
 from service.presenters import report_charts as charts
 from service.presenters.report_charts import accuracy_rows, finite, segment
 from service.presenters.wording import running_line
-from service.usecases.results import Accuracy, ReportData, Scores
+from service.usecases.results.reads import Accuracy, ReportData, Scores
 
 SCATTER = "scatter.png"
 ERROR = "error.png"

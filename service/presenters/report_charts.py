@@ -14,7 +14,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentF
 
 from service.calibration.model import SegmentFactors
 from service.domain.records import Reconciliation
-from service.usecases.results import Accuracy, FactorHistory, Scores
+from service.usecases.results.reads import Accuracy, FactorHistory, Scores
 
 NOMINAL_COVERAGE = 0.8  # a P10-P90 range should hold 80% of outcomes
 DPI = 110

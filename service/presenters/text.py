@@ -17,22 +17,24 @@ from service.presenters.wording import (
     projected_finish,
     running_line,
 )
-from service.usecases.results import (
-    Accuracy,
-    AccuracyGroup,
-    Answer,
-    EstimateDetail,
-    FactorHistory,
-    FactorsAnswer,
-    PlanAnswer,
-    SavedAnswer,
-    ScorePair,
-    Sensitivity,
-    Unlinked,
-)
 
 if TYPE_CHECKING:
-    from service.usecases.results import ImportOutcome, PassOutcome
+    from service.usecases.results.answers import (
+        Answer,
+        EstimateDetail,
+        PlanAnswer,
+        SavedAnswer,
+        Sensitivity,
+        Unlinked,
+    )
+    from service.usecases.results.loop import ImportOutcome, PassOutcome
+    from service.usecases.results.reads import (
+        Accuracy,
+        AccuracyGroup,
+        FactorHistory,
+        FactorsAnswer,
+        ScorePair,
+    )
 
 
 def estimate_text(result: Estimate) -> str:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from service.domain.records import RunningProjection
 from service.domain.units import format_duration
-from service.usecases.results import NotFallenBack
+
+if TYPE_CHECKING:
+    from service.usecases.results.reads import NotFallenBack
 
 NO_FACTOR_SET = "no factor set yet: calibrated estimates use the published prior"
 

@@ -23,7 +23,7 @@ from service.domain.errors import InputError
 from service.domain.records import Reconciliation
 from service.domain.values import Factors
 from service.ports import UnitOfWork
-from service.usecases.results import Accuracy, AccuracyGroup, NotFallenBack, ScorePair, Scores
+from service.usecases.results.reads import Accuracy, AccuracyGroup, NotFallenBack, ScorePair, Scores
 
 GROUPINGS: dict[str, Callable[[Reconciliation], str]] = {
     "gpu_type": lambda item: item.gpu,

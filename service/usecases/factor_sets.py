@@ -4,7 +4,7 @@ activation (a rollback), and every set. The refit that makes them is service/use
 from __future__ import annotations
 
 from service.usecases.context import Context, pinned
-from service.usecases.results import FactorHistory, FactorsAnswer
+from service.usecases.results.reads import FactorHistory, FactorsAnswer
 
 
 class FactorSets:

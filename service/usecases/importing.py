@@ -23,7 +23,7 @@ from service.domain.records import ObservedRun, RunObservables, SavedEstimate
 from service.domain.values import EstimateRequest, Factors, Hardware, Model
 from service.ports import UnitOfWork
 from service.usecases.registry import new_estimate_id
-from service.usecases.results import ImportedRun, ImportOutcome, ImportSkip, PassOutcome
+from service.usecases.results.loop import ImportedRun, ImportOutcome, ImportSkip, PassOutcome
 
 LINK_SOURCE = "import"
 

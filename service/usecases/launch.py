@@ -25,7 +25,7 @@ from typing import Any
 from service.domain.errors import InputError, NotFoundError
 from service.domain.records import ESTIMATE_TAG, SavedEstimate
 from service.ports import LaunchRuns, UnitOfWork
-from service.usecases.results import LaunchOutcome
+from service.usecases.results.loop import LaunchOutcome
 
 ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
 DEFAULT_EXPERIMENT = "Default"

@@ -14,7 +14,12 @@ from service.usecases.context import Context
 
 if TYPE_CHECKING:
     from service.usecases.refit import InPass
-    from service.usecases.results import ImportOutcome, LaunchOutcome, PassOutcome, RefitOutcome
+    from service.usecases.results.loop import (
+        ImportOutcome,
+        LaunchOutcome,
+        PassOutcome,
+        RefitOutcome,
+    )
 
 
 class Loop:

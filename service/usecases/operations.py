@@ -11,7 +11,7 @@ from service.domain.records import RunningProjection, SchemaStatus
 from service.usecases.context import Context
 from service.usecases.factor_sets import FactorSets
 from service.usecases.queries import Queries
-from service.usecases.results import Health, ReportData
+from service.usecases.results.reads import Health, ReportData
 
 if TYPE_CHECKING:
     pass

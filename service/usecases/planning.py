@@ -13,7 +13,7 @@ from service.domain.records import FactorSource
 from service.domain.values import Plan
 from service.usecases import registry
 from service.usecases.context import Context
-from service.usecases.results import Answer, PlanAnswer, SavedAnswer, Sensitivity
+from service.usecases.results.answers import Answer, PlanAnswer, SavedAnswer, Sensitivity
 
 
 class Planning:

@@ -11,7 +11,8 @@ from datetime import datetime
 from service.domain.records import ACCURACY_ALIASES, PassRecord, Reconciliation, RunningProjection
 from service.ports import RunSource, UnitOfWork
 from service.usecases.context import Context
-from service.usecases.results import Accuracy, Jobs, Snapshot
+from service.usecases.results.loop import Jobs, Snapshot
+from service.usecases.results.reads import Accuracy
 
 
 def history(

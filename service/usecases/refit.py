@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from service.calibration import backtest, fit, gate
 from service.calibration.model import FactorSet, FitParameters, Prior
 from service.ports import UnitOfWork
-from service.usecases.results import RefitOutcome
+from service.usecases.results.loop import RefitOutcome
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from service.domain.records import (
 from service.domain.values import Estimate, Hardware, Interval
 from service.ports import RunSource, UnitOfWork
 from service.usecases.context import Context
-from service.usecases.results import EstimateDetail, Unlinked
+from service.usecases.results.answers import EstimateDetail, Unlinked
 
 
 def new_estimate_id() -> str:

@@ -17,7 +17,7 @@ from service.bootstrap import SystemClock
 from service.domain.records import ObservedRun
 from service.usecases import registry
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.builders import an_estimate
 from tests.fakes import FakeRunSource
 

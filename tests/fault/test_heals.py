@@ -24,7 +24,7 @@ from service.bootstrap import SystemClock
 from service.domain.errors import ConflictError, UnavailableError
 from service.usecases.nightly.passes import PassOptions, run_pass
 from service.usecases.nightly.write_back import WRITE_BACK_THREADS, owed_tags
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.fakes import FakeRunSource
 from tests.fault.test_bad_data import a_run, save
 

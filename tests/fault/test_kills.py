@@ -27,7 +27,7 @@ from service.bootstrap import SystemClock
 from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
 from service.usecases import registry
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.builders import an_estimate
 from tests.fault.entry import ROOT
 

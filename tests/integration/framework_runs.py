@@ -385,9 +385,8 @@ def torchtitan_run(
 
 
 def reckon_run(client: MlflowClient, experiment_id: str, truth: Truth, start: datetime) -> str:
-    """Reckon's own convention (docs/contract.md §4): tokens_per_second, whole job, latest value,
-    and
-    the configuration as reckon.* params (no estimate tag)."""
+    """Reckon's own convention (docs/contract.md §4): tokens_per_second, whole job, latest
+    value, and the configuration as reckon.* params (no estimate tag)."""
     moment = start + timedelta(seconds=truth.wall_seconds / 2)
     metrics = [
         Metric("tokens_per_second", truth.tokens_per_second * fraction, _at(moment), step)

@@ -27,7 +27,7 @@ from service.domain.records import OVERHEAD_CLAMPED, Reconciliation, SavedEstima
 from service.entrypoints.cli.main import main
 from service.usecases.importing import ImportOptions, import_runs
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import ImportOutcome
+from service.usecases.results.loop import ImportOutcome
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
 

@@ -31,7 +31,7 @@ from service.usecases import registry
 from service.usecases.launch import LaunchOptions, exit_status, launch
 from service.usecases.launch import experiment_name as launch_experiment
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow

@@ -1,8 +1,8 @@
 """The pass judges page by page and applies in one final transaction
-(service/usecases/nightly/passes.py):
-an estimate whose runs span pages is judged over all of them, and a link made or undone
-by hand while the pass pages is honoured, not overwritten by what the pages concluded.
-Real databases (SQLite, and PostgreSQL when configured); runs from an in-memory source."""
+(service/usecases/nightly/passes.py): an estimate whose runs span pages is judged over all of
+them, and a link made or undone by hand while the pass pages is honoured, not overwritten by
+what the pages concluded. Real databases (SQLite, and PostgreSQL when configured); runs from an
+in-memory source."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from service.bootstrap import SystemClock
 from service.domain.records import ObservedRun
 from service.usecases import registry
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.builders import an_estimate
 from tests.fakes import FakeRunSource
 

@@ -19,7 +19,7 @@ from service.bootstrap import SystemClock
 from service.domain.records import ESTIMATE_TAG
 from service.usecases import registry
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.builders import an_estimate
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth

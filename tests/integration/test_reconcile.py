@@ -30,7 +30,7 @@ from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
 from service.entrypoints.cli.main import main
 from service.usecases import queries, registry
 from service.usecases.nightly.passes import PassOptions, run_pass
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow

@@ -287,7 +287,7 @@ def test_calibrated_plan_rejects_a_confidence_outside_zero_to_one() -> None:
 
 def test_the_accuracy_table_says_why_a_worse_segment_within_noise_did_not_fall_back() -> None:
     from service.presenters.wording import not_fallen_back_note
-    from service.usecases.results import NotFallenBack
+    from service.usecases.results.reads import NotFallenBack
 
     needs = (gate.THIN_MIN_TARGETS, gate.WORSE_CONFIDENCE)
     tie = NotFallenBack("own", 20, 0.081, 0.076, False, 0.62, True, *needs)

@@ -16,7 +16,7 @@ from service.domain.comparison import human_line
 from service.domain.records import Reconciliation, RunningProjection
 from service.presenters.json_views import running_view
 from service.presenters.report import write_report
-from service.usecases.results import (
+from service.usecases.results.reads import (
     Accuracy,
     AccuracyGroup,
     FactorHistory,

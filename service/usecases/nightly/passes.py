@@ -29,7 +29,7 @@ from service.usecases.nightly.scan import (
     then,
     unseen,
 )
-from service.usecases.results import PassOutcome
+from service.usecases.results.loop import PassOutcome
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from service.domain import comparison
 from service.domain.errors import ReckonError
 from service.domain.records import ObservedRun, ScanWindow, Skip
 from service.ports import RunSource, UnitOfWork
-from service.usecases.results import MISSED_PROBE_SPAN
+from service.usecases.results.loop import MISSED_PROBE_SPAN
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,101 +1,21 @@
-"""Every outcome type of the use cases (frozen dataclasses): what the application object
-returns and the presenters turn into text, JSON, the report and metrics. No I/O, and no
-import of numpy at run time (the planning commands read these types too)."""
+"""What the loop's use cases answer: a reconcile pass, an import, a launch, a refit, the
+recent passes and the metrics snapshot."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from service.domain.records import (
-    FactorSource,
     PassRecord,
     Reconciliation,
-    RunningProjection,
-    SavedEstimate,
     ScanWindow,
     Skip,
 )
-from service.domain.values import Estimate, Plan, SensitivityRow
 
 if TYPE_CHECKING:
-    from service.calibration.calibrated import Calibrated
-    from service.calibration.calibrated_plans import CalibratedPlan, CalibratedSensitivityRow
-    from service.calibration.model import BacktestResult, FactorSet, SegmentFactors
-
-
-@dataclass(frozen=True)
-class Answer:
-    """An estimate and where its factors came from; `calibrated` is set when fitted factors
-    (and so a P10/P50/P90) were asked for."""
-
-    estimate: Estimate
-    factor_source: FactorSource
-    calibrated: Calibrated | None = None
-
-
-@dataclass(frozen=True)
-class SavedAnswer:
-    answer: Answer
-    saved: SavedEstimate
-
-
-@dataclass(frozen=True)
-class Sensitivity:
-    """The table; `calibrated` rows (with P10/P90) when fitted factors were asked for."""
-
-    base: Estimate
-    rows: list[SensitivityRow]
-    calibrated: list[CalibratedSensitivityRow] | None = None
-    factor_set: int | None = None
-
-
-@dataclass(frozen=True)
-class PlanAnswer:
-    """The plan; `calibrated` holds the quantile it was made at and its P10/P90 when fitted
-    factors were asked for (then `plan.estimate` is the P50 at the chosen count)."""
-
-    plan: Plan
-    calibrated: CalibratedPlan | None = None
-    factor_set: int | None = None
-
-
-@dataclass(frozen=True)
-class Unlinked:
-    """What `unlink` did: the MLflow tag removed or not, and the estimate's reconciliation
-    recomputed from its remaining runs (None: none of them has finished)."""
-
-    estimate_id: str
-    run_id: str
-    tag_removed: bool
-    reconciliation: Reconciliation | None
-
-
-@dataclass(frozen=True)
-class EstimateDetail:
-    saved: SavedEstimate
-    run_ids: list[str]
-
-
-@dataclass(frozen=True)
-class FactorsAnswer:
-    """The chosen factor set (None: none yet, the published prior is in use)."""
-
-    factor_set: FactorSet | None
-    active_version: int | None
-    prior_segments: list[SegmentFactors]
-    prior_sources: list[str]
-
-    @property
-    def active(self) -> bool:
-        return self.factor_set is not None and self.factor_set.version == self.active_version
-
-
-@dataclass(frozen=True)
-class FactorHistory:
-    sets: list[FactorSet]
-    active_version: int | None
+    from service.calibration.model import BacktestResult, FactorSet
 
 
 @dataclass(frozen=True)
@@ -103,28 +23,6 @@ class Jobs:
     schedule: str
     timezone: str
     passes: list[PassRecord]
-
-
-@dataclass(frozen=True)
-class Health:
-    """'ok' or the one-line reason, for each dependency."""
-
-    database: str
-    mlflow: str
-
-    @property
-    def ready(self) -> bool:
-        return self.database == "ok"
-
-
-@dataclass(frozen=True)
-class ReportData:
-    history: list[Reconciliation]
-    accuracy: Accuracy | None  # None: nothing to score (the report says so)
-    factor_history: FactorHistory
-    running: list[RunningProjection]
-    running_error: str | None
-    generated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -145,68 +43,6 @@ class Snapshot:
     backtest_calibrated_pct: float | None = None
     backtest_coverage: float | None = None
     backtest_targets: int | None = None
-
-
-@dataclass(frozen=True)
-class Scores:
-    """n; median and mean absolute % error; bias = exp(mean log(predicted/observed)) − 1 in
-    % (> 0: predictions too long) and the mean log ratio itself; coverage = share of
-    observations inside P10–P90 (None when no prediction had a range)."""
-
-    n: int
-    median_ape: float | None
-    mape: float | None
-    bias: float | None
-    bias_log: float | None
-    coverage: float | None
-
-
-@dataclass(frozen=True)
-class ScorePair:
-    """Raw and calibrated scores of the same predictions; `calibrated_worse`: calibrated's
-    median absolute error is the higher one."""
-
-    raw: Scores
-    calibrated: Scores
-    calibrated_worse: bool
-
-
-@dataclass(frozen=True)
-class NotFallenBack:
-    """Why a segment whose calibrated predictions look worse has not fallen back: the gate's
-    evidence on it (basis "own" or "all" targets, how many, the median absolute errors as
-    fractions, the share of resamples in which calibrated is worse, whether that is beyond
-    noise: None when too few to judge) and the gate's thresholds."""
-
-    basis: str
-    n: int
-    calibrated: float | None
-    raw: float | None
-    worse: bool | None
-    worse_share: float | None
-    looks_worse: bool
-    min_targets: int
-    confidence: float
-
-
-@dataclass(frozen=True)
-class AccuracyGroup:
-    group: str
-    scores: ScorePair
-    fallback: bool | None  # None: the grouping is not by GPU or segment
-    not_fallen_back: NotFallenBack | None = None
-
-
-@dataclass(frozen=True)
-class Accuracy:
-    """`reckon accuracy`: forecasts overall and per group; imported (retrospective) runs
-    scored apart."""
-
-    by: str | None
-    since: datetime | None
-    overall: ScorePair
-    groups: tuple[AccuracyGroup, ...]
-    retrospective: ScorePair
 
 
 PassStatus = Literal["succeeded", "failed", "locked"]

@@ -1,0 +1,121 @@
+"""What the read-side use cases answer: a factor set with the prior beside it, every set,
+accuracy (raw and calibrated scores per group, and why a worse segment did not fall back),
+health and the report's data. No numpy at run time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from service.domain.records import (
+    Reconciliation,
+    RunningProjection,
+)
+
+if TYPE_CHECKING:
+    from service.calibration.model import FactorSet, SegmentFactors
+
+
+@dataclass(frozen=True)
+class FactorsAnswer:
+    """The chosen factor set (None: none yet, the published prior is in use)."""
+
+    factor_set: FactorSet | None
+    active_version: int | None
+    prior_segments: list[SegmentFactors]
+    prior_sources: list[str]
+
+    @property
+    def active(self) -> bool:
+        return self.factor_set is not None and self.factor_set.version == self.active_version
+
+
+@dataclass(frozen=True)
+class FactorHistory:
+    sets: list[FactorSet]
+    active_version: int | None
+
+
+@dataclass(frozen=True)
+class Health:
+    """'ok' or the one-line reason, for each dependency."""
+
+    database: str
+    mlflow: str
+
+    @property
+    def ready(self) -> bool:
+        return self.database == "ok"
+
+
+@dataclass(frozen=True)
+class ReportData:
+    history: list[Reconciliation]
+    accuracy: Accuracy | None  # None: nothing to score (the report says so)
+    factor_history: FactorHistory
+    running: list[RunningProjection]
+    running_error: str | None
+    generated_at: datetime
+
+
+@dataclass(frozen=True)
+class Scores:
+    """n; median and mean absolute % error; bias = exp(mean log(predicted/observed)) − 1 in
+    % (> 0: predictions too long) and the mean log ratio itself; coverage = share of
+    observations inside P10–P90 (None when no prediction had a range)."""
+
+    n: int
+    median_ape: float | None
+    mape: float | None
+    bias: float | None
+    bias_log: float | None
+    coverage: float | None
+
+
+@dataclass(frozen=True)
+class ScorePair:
+    """Raw and calibrated scores of the same predictions; `calibrated_worse`: calibrated's
+    median absolute error is the higher one."""
+
+    raw: Scores
+    calibrated: Scores
+    calibrated_worse: bool
+
+
+@dataclass(frozen=True)
+class NotFallenBack:
+    """Why a segment whose calibrated predictions look worse has not fallen back: the gate's
+    evidence on it (basis "own" or "all" targets, how many, the median absolute errors as
+    fractions, the share of resamples in which calibrated is worse, whether that is beyond
+    noise: None when too few to judge) and the gate's thresholds."""
+
+    basis: str
+    n: int
+    calibrated: float | None
+    raw: float | None
+    worse: bool | None
+    worse_share: float | None
+    looks_worse: bool
+    min_targets: int
+    confidence: float
+
+
+@dataclass(frozen=True)
+class AccuracyGroup:
+    group: str
+    scores: ScorePair
+    fallback: bool | None  # None: the grouping is not by GPU or segment
+    not_fallen_back: NotFallenBack | None = None
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """`reckon accuracy`: forecasts overall and per group; imported (retrospective) runs
+    scored apart."""
+
+    by: str | None
+    since: datetime | None
+    overall: ScorePair
+    groups: tuple[AccuracyGroup, ...]
+    retrospective: ScorePair
