@@ -25,6 +25,7 @@ from service.calibration.model import (
     SegmentFactors,
     clamp_overhead,
     prior_factors,
+    utilization_range,
 )
 from service.calibration.observations import Observation, ObservationArrays, as_arrays
 from service.calibration.robust import (
@@ -316,16 +317,19 @@ def _segment_factors(key: str, level: Level, pooled: _Pooled, i: int) -> Segment
     log_e, log_u = float(pooled.e.location[i]), float(pooled.u.location[i])
     overhead = clamp_overhead(-math.expm1(log_e - log_u))
     utilization = math.exp(log_e) / (1.0 - overhead)  # keeps U·(1−F) = E when clamped
+    if utilization > 1.0:  # above the chip's peak: at most 1, with E kept while it can be
+        utilization, overhead = 1.0, clamp_overhead(-math.expm1(log_e))
     u_spread = Z90 * float(pooled.u.sigma[i])
     keep_spread = Z90 * float(pooled.keep.sigma[i])
+    u_p10, u_p90 = utilization_range(utilization, math.exp(u_spread))
     n_u = int(pooled.n_u[i])
     sigma = float(pooled.e.sigma[i])
     return SegmentFactors(
         segment=key,
         level=level,
         utilization=utilization,
-        utilization_p10=utilization * math.exp(-u_spread),
-        utilization_p90=utilization * math.exp(u_spread),
+        utilization_p10=u_p10,
+        utilization_p90=u_p90,
         overhead=overhead,
         overhead_p10=clamp_overhead(1.0 - (1.0 - overhead) * math.exp(keep_spread)),
         overhead_p90=clamp_overhead(1.0 - (1.0 - overhead) * math.exp(-keep_spread)),

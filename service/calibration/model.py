@@ -156,6 +156,13 @@ def clamp_overhead(value: float) -> float:
     return min(max(value, 0.0), MAX_OVERHEAD)
 
 
+def utilization_range(utilization: float, spread: float) -> tuple[float, float]:
+    """P10 and P90 of a utilization `spread` (a factor ≥ 1) around it, never above 1: a chip
+    cannot run above its peak, so a range that would is capped there (`reckon factors`
+    says so)."""
+    return min(utilization / spread, 1.0), min(utilization * spread, 1.0)
+
+
 def prior_factors(prior: Prior) -> SegmentFactors:
     """The prior as a factor set entry (level "prior", n = 0), the last fallback."""
     return raw_factors(PRIOR_KEY, "prior", Factors(prior.utilization, prior.overhead), prior)
@@ -165,12 +172,13 @@ def raw_factors(key: str, level: Level, factors: Factors, prior: Prior) -> Segme
     """Given factors with the prior's deliberately wide spread, on every side."""
     spread = math.exp(Z90 * prior.log_sigma)
     u, f = factors.utilization, clamp_overhead(factors.overhead)
+    u_p10, u_p90 = utilization_range(u, spread)
     return SegmentFactors(
         segment=key,
         level=level,
         utilization=u,
-        utilization_p10=u / spread,
-        utilization_p90=u * spread,
+        utilization_p10=u_p10,
+        utilization_p90=u_p90,
         overhead=f,
         overhead_p10=clamp_overhead(1.0 - (1.0 - f) * spread),
         overhead_p90=clamp_overhead(1.0 - (1.0 - f) / spread),
@@ -237,16 +245,17 @@ def combine(
     effective = by_gpu.effective * by_precision.effective / everyone.effective
     overhead = clamp_overhead(1.0 - effective / utilization)
     utilization = effective / (1.0 - overhead)  # keeps U·(1−F) = E when clamped
-    u_spread = max(entry.utilization_p90 / entry.utilization for entry in (by_gpu, by_precision))
+    u_spread = max(entry.utilization / entry.utilization_p10 for entry in (by_gpu, by_precision))
     keep_spread = max(
         (1.0 - entry.overhead_p10) / (1.0 - entry.overhead) for entry in (by_gpu, by_precision)
     )
+    u_p10, u_p90 = utilization_range(utilization, u_spread)
     return replace(
         by_gpu,
         segment=f"{by_gpu.segment}+{by_precision.segment}",
         utilization=utilization,
-        utilization_p10=utilization / u_spread,
-        utilization_p90=utilization * u_spread,
+        utilization_p10=u_p10,
+        utilization_p90=u_p90,
         overhead=overhead,
         overhead_p10=clamp_overhead(1.0 - (1.0 - overhead) * keep_spread),
         overhead_p90=clamp_overhead(1.0 - (1.0 - overhead) / keep_spread),
@@ -273,12 +282,13 @@ def choose(
     if not chosen.fallback:
         return chosen
     u, f = requested.utilization, clamp_overhead(requested.overhead)
-    spread_u = chosen.utilization_p90 / chosen.utilization
+    spread_u = chosen.utilization / chosen.utilization_p10
+    u_p10, u_p90 = utilization_range(u, spread_u)
     return replace(
         chosen,
         utilization=u,
-        utilization_p10=u / spread_u,
-        utilization_p90=u * spread_u,
+        utilization_p10=u_p10,
+        utilization_p90=u_p90,
         overhead=f,
         overhead_p10=clamp_overhead(1.0 - (1.0 - f) * spread_u),
         overhead_p90=clamp_overhead(1.0 - (1.0 - f) / spread_u),

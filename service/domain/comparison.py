@@ -31,6 +31,10 @@ UNKNOWN_ESTIMATE = "unknown_estimate"
 CLAIMED_TWICE = "claimed_by_two_estimates"
 ZERO_LENGTH = "zero_length"
 IMPLAUSIBLE_FACTORS = "implausible_factors"
+# What a reconciliation may teach the refit: utilization above this (half a percent of the
+# chip's peak) and at most 1, overhead at most this share of wall time.
+MIN_UTILIZATION = 0.005
+MAX_OVERHEAD = 0.95
 UNSTORABLE = "unstorable_value"
 
 # MLflow reports an unset start as 0 ms: the epoch itself is "no start time", not 1970.
@@ -119,10 +123,11 @@ def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | 
     """The comparison for one estimate over all its usable linked runs (None while no
     linked run has FINISHED), and a skip when something in it was implausible. Wall time runs
     from the first start to the last end, so restarts, gaps and FAILED/KILLED segments count
-    as overhead. A throughput implying a utilization outside (0, 1] or an overhead outside
-    [0, 1) is dropped (the reconciliation keeps only the combined factor); a wall time
-    implying more than the hardware's peak keeps only the time comparison (no factor for
-    the refit). Either is an `implausible_factors` skip. Nothing non-finite is returned."""
+    as overhead. A throughput implying a utilization outside (MIN_UTILIZATION, 1] or an
+    overhead outside [0, MAX_OVERHEAD] is dropped (the reconciliation keeps only the
+    combined factor); a wall time implying an effective utilization outside that range keeps
+    only the time comparison (no factor for the refit). Either is an `implausible_factors`
+    skip naming the values. Nothing non-finite is returned."""
     usable = [
         run
         for run in runs
@@ -146,15 +151,17 @@ def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | 
     skip = None
     if kind == "separate" and not _plausible(implied_u, implied_f):
         detail = (
-            f"throughput implies utilization {implied_u!r} and overhead {implied_f!r}; "
+            f"throughput implies utilization {_shown(implied_u)} and overhead "
+            f"{_shown(implied_f)} (plausible: ({MIN_UTILIZATION}, 1] and [0, {MAX_OVERHEAD}]); "
             "only the combined factor is kept"
         )
         skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
         compute_seconds, implied_u, implied_f, kind = None, None, None, "combined"
     if effective_u is not None and not _plausible(effective_u, 0.0):
         detail = (
-            f"wall time {observed:.0f} s implies effective utilization {effective_u!r} "
-            "(beyond the hardware's peak); only the time comparison is kept"
+            f"wall time {observed:.0f} s implies effective utilization {_shown(effective_u)} "
+            f"(outside ({MIN_UTILIZATION}, 1] of the hardware's peak); only the time "
+            "comparison is kept"
         )
         skip = Skip(last.run_id, IMPLAUSIBLE_FACTORS, detail, plan.id)
         compute_seconds, implied_u, implied_f, effective_u, kind = None, None, None, None, "none"
@@ -190,11 +197,17 @@ def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | 
     return item, skip
 
 
+def _shown(value: float | None) -> str:
+    return repr(value) if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
 def _plausible(utilization: float | None, overhead: float | None) -> bool:
-    """u in (0, 1] and f in [0, 1), both finite."""
+    """u in (MIN_UTILIZATION, 1] and f in [0, MAX_OVERHEAD], both finite: beyond them a run
+    did not train what its estimate says (a CPU run imported as a GPU, a job that mostly
+    waited), and its factors would only teach the refit noise."""
     if utilization is None or overhead is None:
         return False
-    return 0.0 < utilization <= 1.0 and 0.0 <= overhead < 1.0
+    return MIN_UTILIZATION < utilization <= 1.0 and 0.0 <= overhead <= MAX_OVERHEAD
 
 
 def _observed_compute_seconds(

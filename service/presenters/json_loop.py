@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
-from service.presenters.wording import NO_FACTOR_SET, not_fallen_back_note
+from service.presenters.wording import NO_FACTOR_SET, is_thin, not_fallen_back_note
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, SegmentFactors
@@ -94,7 +94,10 @@ def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
         "backtest_score": factor_set.backtest_score,
         "baseline_score": factor_set.baseline_score,
         "forced": factor_set.forced,
-        "segments": [segment_view(item) for item in factor_set.segments.values()],
+        "segments": [
+            {**segment_view(item), "thin": is_thin(item, factor_set)}
+            for item in factor_set.segments.values()
+        ],
     }
 
 

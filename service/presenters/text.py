@@ -13,6 +13,7 @@ from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
 from service.presenters.wording import (
     NO_FACTOR_SET,
+    is_thin,
     not_fallen_back_note,
     projected_finish,
     running_line,
@@ -274,6 +275,10 @@ def factors_text(answer: FactorsAnswer) -> str:
         )
         overhead = f"{item.overhead:.1%} ({item.overhead_p10:.0%}-{item.overhead_p90:.0%})"
         note = " combined only" if item.combined_only else ""
+        if chosen is not None and is_thin(item, chosen):
+            note += " thin (its range is at least its parent's)"
+        if item.utilization_p90 >= 1.0:
+            note += " utilization range capped at 1 (the chip's peak)"
         if item.fallback:
             note += " fell back to raw (calibration did not beat it)"
         lines.append(

@@ -9,6 +9,7 @@ from service.domain.records import RunningProjection
 from service.domain.units import format_duration
 
 if TYPE_CHECKING:
+    from service.calibration.model import FactorSet, SegmentFactors
     from service.usecases.results.reads import NotFallenBack
 
 NO_FACTOR_SET = "no factor set yet: calibrated estimates use the published prior"
@@ -53,3 +54,10 @@ def running_line(item: RunningProjection) -> str:
     if item.projected_seconds is None:
         return line
     return f"{line}; projected {format_duration(item.projected_seconds)} ({item.slip_pct:+.1f}%)"
+
+
+def is_thin(item: SegmentFactors, factor_set: FactorSet) -> bool:
+    """Below the set's own thin threshold (its `thin_n` parameter): the refit gave it a
+    range no narrower than its parent's. The level and the prior are never thin."""
+    thin_n = int(factor_set.parameters.get("thin_n", 0))
+    return item.level not in ("prior", "all") and 0 < item.n < thin_n

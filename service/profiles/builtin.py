@@ -40,6 +40,7 @@ HF_TRAINER = Profile(
     ),
     detect=("total_flos", "train_runtime"),
     compute_from=("runtime",),
+    counts_model_config=True,
 )
 
 COMPOSER = Profile(

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from service.domain.records import RunObservables
 from service.domain.values import Recompute
+from service.profiles.hf_config import non_embedding_parameters
 from service.profiles.run_config import RunConfig
+from service.profiles.run_defaults import NONE, RunDefaults
 from service.profiles.spec import Profile, Scope
 
 # Reason codes, stored with skips.
@@ -43,6 +45,8 @@ class RunRecord:
     params: Mapping[str, str]
     tags: Mapping[str, str]
     metrics: Mapping[str, float]
+    experiment_id: str = ""
+    experiment_name: str = ""  # set when a `[[defaults]]` table names experiments
 
 
 Point = tuple[int, float]  # (step, value), in logging order
@@ -72,27 +76,31 @@ def derive(
     config: RunConfig,
     history: HistoryReader,
     fallback_gpus: int | None = None,
+    defaults: RunDefaults = NONE,
 ) -> RunObservables:
     """The observables of one run; a run whose values contradict each other gets only its
-    profile name and the problem, never a half-read. `fallback_gpus` (`reckon import
-    --gpus`) is used only when neither the run's tags nor its profile give a count: per-GPU
-    rates need it to become whole-job ones."""
+    profile name and the problem, never a half-read. `defaults` (the profiles file's table
+    covering the run) and then `fallback_gpus` (`reckon import --gpus`) are used only when
+    neither the run's tags nor its profile say: per-GPU rates need a count to become
+    whole-job ones."""
     if config.problem is not None:
         return RunObservables(profile=None if profile is None else profile.name,
                               problem=config.problem)  # fmt: skip
     if profile is None:
-        return _configured(None, config)
+        return _configured(None, config, defaults)
     try:
-        return _derive(profile, record, config, history, fallback_gpus)
+        return _derive(profile, record, config, history, fallback_gpus, defaults)
     except _Contradiction as problem:
         return RunObservables(profile=profile.name, problem=(problem.reason, problem.detail))
 
 
-def _configured(profile: str | None, config: RunConfig, **values: object) -> RunObservables:
+def _configured(
+    profile: str | None, config: RunConfig, defaults: RunDefaults, **values: object
+) -> RunObservables:
     fields: dict[str, object] = {
-        "gpu": config.gpu,
-        "gpus": config.gpus,
-        "precision": config.precision,
+        "gpu": config.gpu or defaults.gpu,
+        "gpus": config.gpus or defaults.gpus,
+        "precision": config.precision or defaults.precision,
         "params": config.params,
         "tokens": config.tokens,
         "recompute": config.recompute,
@@ -150,15 +158,16 @@ def _derive(
     config: RunConfig,
     history: HistoryReader,
     fallback_gpus: int | None,
+    defaults: RunDefaults,
 ) -> RunObservables:
     if profile.raw_throughput:  # judged by the reconcile use case, as logged (NaN included)
         return _configured(
-            profile.name, config, throughput=record.metrics.get(profile.specs[0].name)
+            profile.name, config, defaults, throughput=record.metrics.get(profile.specs[0].name)
         )
     values = _Values(profile, record, history)
     gpus = config.gpus if config.gpus is not None else _gpu_count(values, profile)
     if gpus is None:
-        gpus = fallback_gpus
+        gpus = defaults.gpus or fallback_gpus
 
     def job(quantity: str) -> float | None:
         whole = values.get(quantity, "job")
@@ -181,8 +190,14 @@ def _derive(
         model_flops = fps * compute
     if tokens is None and model_flops is not None and config.params is not None:
         tokens = model_flops / (6.0 * config.params)
+    counted = None
+    if tokens is None and model_flops is not None and profile.counts_model_config:
+        # HF's total_flos is 6 × N (without embeddings) × tokens: its config gives N
+        counted = non_embedding_parameters(record.params)
+        if counted:
+            tokens = model_flops / (6.0 * counted)
     _check_average(values, tokens, runtime)
-    params = config.params
+    params = config.params or counted
     if params is None and model_flops is not None and tokens:
         params = model_flops / (6.0 * tokens)
     throughput = tps if tps is not None else (tokens / compute if tokens and compute else None)
@@ -196,8 +211,8 @@ def _derive(
         throughput=throughput,
         compute_seconds=compute,
         gpus=gpus,
-        gpu=config.gpu,
-        precision=config.precision or _precision(values, profile),
+        gpu=config.gpu or defaults.gpu,
+        precision=config.precision or _precision(values, profile) or defaults.precision,
         params=params,
         recompute=config.recompute or _recompute(values, profile),
         problem=problem,

@@ -14,6 +14,11 @@ the file and the entry, never a traceback. Example:
 
     [profile.params]
     "world_size" = { quantity = "gpus" }
+
+    [[defaults]]                 # what runs do not log: the first table covering a run fills it
+    experiment = "pretraining"   # by name or id; and/or run_name = "llama3-8b-*" (a pattern)
+    gpus = 64
+    precision = "bf16"
 """  # noqa: E501
 
 from __future__ import annotations
@@ -23,27 +28,35 @@ from pathlib import Path
 from typing import Any, cast
 
 from service.domain.errors import InputError
+from service.profiles.run_defaults import RunDefaults, parse_defaults
 from service.profiles.spec import QUANTITIES, UNITS, Profile, Quantity, Scope, Spec, Statistic
 
 _COMPUTE = ("throughput", "flops", "steps", "runtime")
 _SPEC_KEYS = {"quantity", "unit", "scope", "statistic"}
 
 
-def load_mapping_file(path: Path) -> tuple[Profile, ...]:
-    """The profiles a mapping file defines, in file order (earlier ones detect first)."""
+def load_mapping_file(path: Path) -> tuple[tuple[Profile, ...], tuple[RunDefaults, ...]]:
+    """The profiles a mapping file defines, in file order (earlier ones detect first), and
+    its `[[defaults]]` tables (run_defaults.py), in file order (the first covering wins)."""
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise InputError(f"cannot read profiles file {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise InputError(f"profiles file {path} is not valid TOML: {error}") from None
-    return parse_mapping(document, str(path))
+    where = str(path)
+    defaults = parse_defaults(document.get("defaults"), where)
+    if "profile" not in document and defaults:
+        return (), defaults
+    return parse_mapping(document, where), defaults
 
 
 def parse_mapping(document: dict[str, Any], where: str) -> tuple[Profile, ...]:
     entries = document.get("profile", [])
     if not isinstance(entries, list) or not entries:
-        raise InputError(f"profiles file {where}: expected one or more [[profile]] tables")
+        raise InputError(
+            f"profiles file {where}: expected one or more [[profile]] or [[defaults]] tables"
+        )
     return tuple(_profile(entry, where, index) for index, entry in enumerate(entries))
 
 

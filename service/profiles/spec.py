@@ -82,7 +82,9 @@ class Profile:
     (steady seconds per step × steps logged), "runtime" (the framework's own train timer).
     `single_device_without_job_rate`: the framework logs whole-job rates only with more
     than one device (Lightning), so their absence means one.
-    `no_rate_detail`: what to record when the run logged no rate at all."""
+    `no_rate_detail`: what to record when the run logged no rate at all.
+    `counts_model_config`: the run logs its model config as params (HF's Trainer), from
+    which the parameter count follows for the common decoder families (hf_config.py)."""
 
     name: str
     specs: tuple[Spec, ...]
@@ -92,6 +94,7 @@ class Profile:
     no_rate_detail: str | None = None
     source_file: str = ""
     raw_throughput: bool = False  # Reckon's own: pass the logged value through unjudged
+    counts_model_config: bool = False
 
     def specs_for(self, quantity: str) -> list[Spec]:
         return [spec for spec in self.specs if spec.quantity == quantity]

@@ -37,6 +37,7 @@ NO_PARAMS = "no_params"
 UNKNOWN_GPU = "unknown_gpu"
 BAD_CONFIG = "bad_configuration"
 MISSING_TIMES = "missing_times"
+NO_METRICS = "no_metrics"
 
 
 class FinishedRuns(Protocol):
@@ -125,6 +126,17 @@ def import_runs(
     )
 
 
+def _nothing_read(derived: RunObservables) -> bool:
+    """No profile recognised the run and it states no configuration of its own."""
+    return derived.profile is None and all(
+        value is None
+        for value in (
+            derived.tokens, derived.model_flops, derived.throughput, derived.compute_seconds,
+            derived.gpus, derived.gpu, derived.precision, derived.params,
+        )
+    )  # fmt: skip
+
+
 def _retrospective(
     run: ObservedRun, catalog: Catalog, prior: Prior, options: ImportOptions
 ) -> tuple[SavedEstimate, ImportedRun] | ImportSkip:
@@ -135,6 +147,14 @@ def _retrospective(
         return ImportSkip(run.run_id, reason, detail)
     if run.started_at is None or run.ended_at is None or run.ended_at <= run.started_at:
         return ImportSkip(run.run_id, MISSING_TIMES, "run has no usable start and end time")
+    if _nothing_read(derived):
+        return ImportSkip(
+            run.run_id,
+            NO_METRICS,
+            "the run logged nothing Reckon reads (no known trainer's metrics or params, no "
+            "reckon.* configuration): a trainer that logs every N steps logs nothing over "
+            "fewer steps",
+        )
     gpu_name = derived.gpu or options.gpu
     if gpu_name is None:
         return ImportSkip(run.run_id, NO_GPU, "no GPU type: tag reckon.gpu or pass --gpu")
@@ -146,9 +166,15 @@ def _retrospective(
         return ImportSkip(
             run.run_id, NO_PRECISION, "no precision: tag reckon.precision or pass --precision"
         )
-    if derived.tokens is None:
+    params, tokens, label = derived.params, derived.tokens, f"import {run.run_id}"
+    if tokens is None and params is None and derived.model_flops:
+        # Model FLOPs alone (HF's total_flos for a family Reckon cannot count): the estimate
+        # holds them as 6·N·D with D = 1, so its FLOPs, and the factors learned, are exact.
+        params, tokens = derived.model_flops / 6.0, 1.0
+        label += " (model FLOPs only: no token count)"
+    if tokens is None:
         return ImportSkip(run.run_id, NO_TOKENS, "no token count: tag reckon.tokens")
-    if derived.params is None:
+    if params is None:
         return ImportSkip(run.run_id, NO_PARAMS, "no model size: tag reckon.params")
     try:
         spec = catalog.resolve(gpu_name)
@@ -158,7 +184,7 @@ def _retrospective(
         return ImportSkip(run.run_id, UNKNOWN_GPU, str(error))
     try:
         request = EstimateRequest(
-            model=Model(derived.params, derived.tokens),
+            model=Model(params, tokens),
             hardware=Hardware(spec.name, gpus, precision),
             factors=Factors(prior.utilization, prior.overhead),
             recompute=derived.recompute or "none",
@@ -176,7 +202,7 @@ def _retrospective(
         predicted_wall_seconds=result.wall_seconds,
         estimate=result,
         factor_source="prior",
-        label=f"import {run.run_id}",
+        label=label,
     )
     item = ImportedRun(
         run_id=run.run_id,

@@ -414,9 +414,9 @@ def replay_captured(client: MlflowClient, experiment_id: str, path: Path) -> tup
     params = [Param(key, value) for key, value in document["params"].items()]
     for offset in range(0, len(params), 100):
         client.log_batch(run_id, params=params[offset : offset + 100], synchronous=True)
-    points = [
-        Metric(point["key"], point["value"], point["timestamp"], point["step"])
-        for series in document["metric_history"].values()
+    points = [  # later captures leave the key out of each point: it is the series' name
+        Metric(point.get("key", key), point["value"], point["timestamp"], point["step"])
+        for key, series in document["metric_history"].items()
         for point in series
     ]
     for offset in range(0, len(points), BATCH_LIMIT):

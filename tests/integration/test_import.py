@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -22,9 +23,10 @@ from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
 from service.calibration import priors
 from service.domain.errors import InputError
-from service.domain.hardware import build_catalog
+from service.domain.hardware import Catalog, build_catalog
 from service.domain.records import OVERHEAD_CLAMPED, Reconciliation, SavedEstimate
 from service.entrypoints.cli.main import main
+from service.profiles.profile_set import ProfileSet, load_profile_set
 from service.usecases.importing import ImportOptions, import_runs
 from service.usecases.nightly.passes import PassOptions, run_pass
 from service.usecases.results.loop import ImportOutcome
@@ -35,6 +37,22 @@ pytestmark = pytest.mark.mlflow
 
 DATA = Path(__file__).parents[1] / "data" / "trainer_runs"
 H100_FP32 = 67e12  # h100-sxm dense fp32, service/domain/hardware.py
+# The captured runs trained on CPU: imported as an H100 they would run at 0.07% of its peak,
+# which Reckon rightly refuses to learn from. The capture machine as a chip of its own:
+# 2 x86-64 cores x 32 fp32 FLOP a cycle (AVX2 FMA) x 3 GHz.
+CAPTURE_FP32 = 0.192e12
+CAPTURE_CHIP = """
+[gpu.capture-cpu]
+source = "the capture VM: 2 cores x 32 fp32 FLOP/cycle (AVX2 FMA) x 3 GHz"
+peak_tflops = { fp32 = 0.192 }
+"""
+
+
+@pytest.fixture
+def capture_catalog(tmp_path: Path) -> Catalog:
+    path = tmp_path / "hardware.toml"
+    path.write_text(CAPTURE_CHIP)
+    return build_catalog(path)
 
 
 def started(days_ago: float) -> datetime:
@@ -42,11 +60,18 @@ def started(days_ago: float) -> datetime:
 
 
 def run_import(
-    engine: Engine, server: MlflowServer, experiment_id: str, **flags: object
+    engine: Engine,
+    server: MlflowServer,
+    experiment_id: str,
+    catalog: Catalog | None = None,
+    profiles: ProfileSet | None = None,
+    **flags: Any,
 ) -> ImportOutcome:
-    source = MlflowRunSource(server.uri, [experiment_id], "tokens_per_second", retries=0)
+    source = MlflowRunSource(
+        server.uri, [experiment_id], "tokens_per_second", retries=0, profiles=profiles
+    )
     uow = SqlUnitOfWork(engine)
-    options = ImportOptions(experiments=(experiment_id,), **flags)  # type: ignore[arg-type]
+    options = ImportOptions(experiments=(experiment_id,), **flags)
 
     def reconcile():  # type: ignore[no-untyped-def]
         return run_pass(
@@ -57,7 +82,7 @@ def run_import(
     return import_runs(
         uow,
         source,
-        build_catalog(),
+        catalog or build_catalog(),
         priors.default_prior(),
         options,
         now=datetime.now(UTC),
@@ -125,7 +150,7 @@ def test_import_recovers_utilization_and_overhead_within_one_percent(
     start = started(days_ago=3)
     run_id = builder(mlflow_client, experiment_id, truth, start)
 
-    outcome = run_import(engine, mlflow_server, experiment_id, **flags)
+    outcome = run_import(engine, mlflow_server, experiment_id, None, None, **flags)
 
     assert (outcome.runs_seen, len(outcome.imported), outcome.skipped) == (1, 1, ())
     assert outcome.reconciled == 1
@@ -211,14 +236,18 @@ def test_nvml_gpu_name_in_a_tag_resolves_through_the_catalog(
 
 
 def test_captured_hf_runs_imply_the_utilization_their_trainer_reported(
-    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    capture_catalog: Catalog,
 ) -> None:
     runs = {
         name: frameworks.replay_captured(mlflow_client, experiment_id, DATA / f"{name}.json")
         for name in ("hf_1", "hf_2")
     }
 
-    outcome = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm")
+    outcome = run_import(engine, mlflow_server, experiment_id, capture_catalog, gpu="capture-cpu")
 
     results = stored(engine, outcome)
     for name, recompute in (("hf_1", 1.0), ("hf_2", 4 / 3)):
@@ -229,7 +258,7 @@ def test_captured_hf_runs_imply_the_utilization_their_trainer_reported(
         saved, result = results[run_id]
         assert saved.precision == "fp32" and saved.gpus == notes["devices"]
         assert result.implied_utilization == pytest.approx(
-            flops * recompute / (H100_FP32 * runtime), rel=1e-6
+            flops * recompute / (CAPTURE_FP32 * runtime), rel=1e-6
         )
         # HF's timer starts before the MLflow run exists: train_runtime exceeds the run.
         assert runtime > result.observed_seconds
@@ -237,21 +266,27 @@ def test_captured_hf_runs_imply_the_utilization_their_trainer_reported(
 
 
 def test_captured_lightning_runs_imply_the_flops_rate_their_trainer_measured(
-    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    capture_catalog: Catalog,
 ) -> None:
     runs = {
         name: frameworks.replay_captured(mlflow_client, experiment_id, DATA / f"{name}.json")
         for name in ("lightning_2", "lightning_4")
     }
 
-    outcome = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm", precision="fp32")
+    outcome = run_import(
+        engine, mlflow_server, experiment_id, capture_catalog, gpu="capture-cpu", precision="fp32"
+    )
 
     results = stored(engine, outcome)
     for run_id, notes in runs.values():
         side = notes["trainer_side"]
         saved, result = results[run_id]
         assert result.implied_utilization is not None and result.implied_overhead is not None
-        achieved = result.implied_utilization * H100_FP32  # FLOP/s while computing
+        achieved = result.implied_utilization * CAPTURE_FP32  # FLOP/s while computing
         # The trainer's own last window, and its whole-run average, bracket the steady rate.
         last_window = side["logged_metrics"]["train/device/flops_per_sec"]
         flops = side["flops_per_batch_fwd_bwd"] * side["batches_seen"]
@@ -310,3 +345,75 @@ def test_reckon_import_on_the_command_line_imports_once_and_reports_json(
     assert again == 0 and repeat["imported"] == []
     assert [row["kind"] for row in history] == ["retrospective"]
     assert history[0]["profile"] == "composer"
+
+
+def test_a_run_that_logged_nothing_is_said_to_have_logged_nothing(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    # Lightning's default log_every_n_steps=50 over 40 steps: three hyperparameters, no metric.
+    run_id, _notes = frameworks.replay_captured(
+        mlflow_client, experiment_id, DATA / "lightning_default_log_1.json"
+    )
+
+    bare = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm")
+    given = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm", gpus=2)
+
+    for outcome in (bare, given):
+        assert outcome.imported == ()
+        (skip,) = outcome.skipped
+        assert (skip.run_id, skip.reason) == (run_id, "no_metrics")
+        assert "logged nothing Reckon reads" in skip.detail
+
+
+def test_a_default_hf_run_without_a_token_count_is_imported_from_total_flos(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    capture_catalog: Catalog,
+) -> None:
+    # transformers' default: include_num_input_tokens_seen off, so no token count is logged.
+    runs = {
+        name: frameworks.replay_captured(mlflow_client, experiment_id, DATA / f"{name}.json")
+        for name in ("hf_default_1", "hf_ddp_1")
+    }
+
+    outcome = run_import(engine, mlflow_server, experiment_id, capture_catalog, gpu="capture-cpu")
+
+    assert outcome.skipped == ()
+    results = stored(engine, outcome)
+    for name, gpus in (("hf_default_1", 1), ("hf_ddp_1", 2)):
+        run_id, _notes = runs[name]
+        logged = json.loads((DATA / f"{name}.json").read_text())["latest_metrics"]
+        saved, result = results[run_id]
+        assert saved.gpus == gpus and saved.estimate is not None
+        mfu = logged["total_flos"] / (gpus * CAPTURE_FP32 * logged["train_runtime"])
+        recompute = saved.estimate.request.recompute_factor or 1.0
+        assert result.implied_utilization == pytest.approx(mfu * recompute, rel=0.01)
+        assert saved.estimate.flops == pytest.approx(logged["total_flos"], rel=1e-9)
+
+
+def test_a_composer_run_gets_its_precision_from_the_profiles_file_by_experiment_name(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    capture_catalog: Catalog,
+    tmp_path: Path,
+) -> None:
+    # Composer logs no precision unless auto_log_hparams=True (off by default).
+    run_id, _notes = frameworks.replay_captured(
+        mlflow_client, experiment_id, DATA / "composer_1.json"
+    )
+    name = mlflow_client.get_experiment(experiment_id).name
+    path = tmp_path / "profiles.toml"
+    path.write_text(f'[[defaults]]\nexperiment = "{name}"\nprecision = "fp32"\n')
+
+    without = run_import(engine, mlflow_server, experiment_id, capture_catalog, gpu="capture-cpu")
+    with_file = run_import(
+        engine, mlflow_server, experiment_id, capture_catalog, load_profile_set(path),
+        gpu="capture-cpu",
+    )  # fmt: skip
+
+    assert [(skip.run_id, skip.reason) for skip in without.skipped] == [(run_id, "no_precision")]
+    assert [(item.run_id, item.precision) for item in with_file.imported] == [(run_id, "fp32")]

@@ -217,6 +217,7 @@ def test_plugin_tags_a_run_the_script_starts_itself_and_the_pass_reconciles_it(
         "MLFLOW_EXPERIMENT_ID": experiment_id,
         "RECKON_ESTIMATE_ID": estimate_id,
         "WORLD_SIZE": "8",
+        "RECKON_PRECISION": "BF16",
     }
     env.pop("MLFLOW_RUN_ID", None)
     code = "import mlflow; run = mlflow.start_run(); print(run.info.run_id); mlflow.end_run()"
@@ -228,9 +229,31 @@ def test_plugin_tags_a_run_the_script_starts_itself_and_the_pass_reconciles_it(
     run = mlflow_client.get_run(child.stdout.strip().splitlines()[-1])
     assert run.data.tags[ESTIMATE_TAG] == estimate_id
     assert run.data.tags["reckon.gpus"] == "8"
+    assert run.data.tags["reckon.precision"] == "bf16"  # what the job said it trains in
     result = reconcile(engine, mlflow_server, experiment_id)
     assert [item.estimate_id for item in result.reconciled] == [estimate_id]
     assert result.reconciled[0].run_ids == (run.info.run_id,)
+
+
+def test_the_plugin_leaves_out_a_precision_it_does_not_know(
+    mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": mlflow_server.uri,
+        "MLFLOW_EXPERIMENT_ID": experiment_id,
+        "RECKON_ESTIMATE_ID": "0123456789abcdef",
+        "RECKON_PRECISION": "${PRECISION}",
+    }
+    env.pop("MLFLOW_RUN_ID", None)
+    code = "import mlflow; run = mlflow.start_run(); print(run.info.run_id); mlflow.end_run()"
+
+    child = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+
+    run = mlflow_client.get_run(child.stdout.strip().splitlines()[-1])
+    assert "reckon.precision" not in run.data.tags
 
 
 @pytest.mark.parametrize(

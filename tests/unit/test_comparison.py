@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.domain import comparison
-from service.domain.records import ObservedRun, SavedEstimate
+from service.domain.records import ObservedRun, Planned, Reconciliation, SavedEstimate, Skip
 from tests.builders import an_estimate
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
@@ -104,3 +104,42 @@ def test_external_predictions_have_no_implied_factors() -> None:
     item = comparison.reconcile(external(), [run(throughput=1e5)])
     assert item is not None and item.factors_kind == "none"
     assert item.implied_utilization is None and item.implied_effective_utilization is None
+
+
+def _judged(true_u: float, true_f: float) -> tuple[object, object]:
+    """The comparison of a run that computed at `true_u` and spent `true_f` of its wall time
+    elsewhere, for the planned estimate (planned u = 0.4)."""
+    saved = computed()
+    assert saved.estimate is not None
+    compute_seconds = saved.estimate.compute_seconds * 0.4 / true_u
+    tokens_per_second = saved.estimate.request.model.tokens / compute_seconds
+    wall_hours = compute_seconds / (1 - true_f) / 3600
+    plan = Planned.of(saved)
+    return comparison.judge(plan, [run(hours=wall_hours, throughput=tokens_per_second)])
+
+
+def test_a_run_far_below_the_chips_peak_teaches_no_factor_and_says_why() -> None:
+    # A CPU run imported as an H100 one: 0.3% of the peak, the time comparison kept.
+    item, skip = _judged(0.003, 0.1)
+
+    assert isinstance(item, Reconciliation) and item.factors_kind == "none"
+    assert item.implied_utilization is None and item.implied_effective_utilization is None
+    assert isinstance(skip, Skip) and skip.reason == "implausible_factors"
+    assert "0.0027" in skip.detail and "0.005" in skip.detail
+    assert item.observed_seconds > 0 and item.error_pct is not None
+
+
+def test_a_run_that_mostly_waited_keeps_only_its_combined_factor() -> None:
+    item, skip = _judged(0.4, 0.97)  # 97% of wall time outside compute
+
+    assert isinstance(item, Reconciliation) and item.factors_kind == "combined"
+    assert item.implied_utilization is None and item.implied_overhead is None
+    assert isinstance(skip, Skip) and skip.reason == "implausible_factors"
+    assert "overhead 0.97" in skip.detail
+
+
+def test_plausible_factors_at_the_bounds_are_kept() -> None:
+    item, skip = _judged(0.006, 0.0)
+    assert isinstance(item, Reconciliation) and item.factors_kind == "separate" and skip is None
+    item, skip = _judged(0.4, 0.95)
+    assert isinstance(item, Reconciliation) and item.factors_kind == "separate" and skip is None

@@ -268,3 +268,89 @@ def test_hf_rates_too_coarse_for_a_gpu_count_leave_it_unknown_not_contradictory(
 
     assert derived.problem is None and derived.gpus is None
     assert derived.compute_seconds == 40_000.0
+
+
+# --- what runs do not log: [[defaults]] in the profiles file --------------------------------
+
+DEFAULTS = """
+[[defaults]]
+experiment = "pretraining"
+precision = "bf16"
+
+[[defaults]]
+run_name = "big-*"
+gpus = 64
+
+[[defaults]]
+run_name = "small-*"
+gpus = 8
+gpu = "h100-sxm"
+"""
+COARSE_HF = {  # 40,000 s for 160 steps: HF's rounded rates give no GPU count
+    "train_runtime": 40_000.0, "train_samples_per_second": 0.256,
+    "train_steps_per_second": 0.004, "total_flos": 1e20,
+}  # fmt: skip
+HF_PARAMS = {"per_device_train_batch_size": "4", "gradient_accumulation_steps": "2"}
+
+
+def defaults_profiles(tmp_path: Path, text: str = DEFAULTS) -> ProfileSet:
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+    return load_profile_set(path)
+
+
+def test_composer_runs_get_the_precision_their_experiment_is_known_to_use(
+    tmp_path: Path,
+) -> None:
+    profiles = defaults_profiles(tmp_path)
+    run = captured("composer_1")
+    record = RunRecord(run["params"], run["tags"], run["latest_metrics"], "7", "pretraining")
+    elsewhere = RunRecord(run["params"], run["tags"], run["latest_metrics"], "8", "ablations")
+
+    known = profiles.observe(record, lambda key: [])
+    unknown = profiles.observe(elsewhere, lambda key: [])
+
+    assert (known.profile, known.precision) == ("composer", "bf16")
+    assert unknown.precision is None  # never a guess: no table covers it
+
+
+def test_a_run_name_pattern_gives_each_coarse_hf_run_its_own_gpu_count(tmp_path: Path) -> None:
+    profiles = defaults_profiles(tmp_path)
+
+    big, _ = observe(COARSE_HF, HF_PARAMS, {"mlflow.runName": "big-7b"}, profiles=profiles)
+    small, _ = observe(COARSE_HF, HF_PARAMS, {"mlflow.runName": "small-1b"}, profiles=profiles)
+    other, _ = observe(COARSE_HF, HF_PARAMS, {"mlflow.runName": "probe"}, profiles=profiles)
+
+    assert (big.gpus, small.gpus, small.gpu, other.gpus) == (64, 8, "h100-sxm", None)
+
+
+def test_what_a_run_says_itself_wins_over_a_default(tmp_path: Path) -> None:
+    profiles = defaults_profiles(
+        tmp_path, '[[defaults]]\nrun_name = "*"\ngpus = 64\nprecision = "fp8"'
+    )
+
+    tagged, _ = observe(
+        COARSE_HF, {**HF_PARAMS, "bf16": "True"}, {"reckon.gpus": "16"}, profiles=profiles
+    )
+
+    assert (tagged.gpus, tagged.precision) == (16, "bf16")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[defaults]]\ngpus = 8", "name the runs it covers"),
+        ("[[defaults]]\nrun_name = 'x'", "gives none of"),
+        ("[[defaults]]\nrun_name = 'x'\ngpus = 0", "gpus must be"),
+        ("[[defaults]]\nrun_name = 'x'\ngpus = 8\nnodes = 2", "unknown keys nodes"),
+        ("defaults = 3", "[[defaults]] tables"),
+    ],
+)
+def test_defaults_mistakes_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+
+    with pytest.raises(InputError, match="profiles file") as raised:
+        load_mapping_file(path)
+
+    assert message in str(raised.value) and "\n" not in str(raised.value)

@@ -1,8 +1,10 @@
 """MLflow run-context provider for Reckon: when RECKON_ESTIMATE_ID is set, a run created in
 this process carries reckon.estimate_id, and the configuration tags this process can see:
-reckon.gpus from WORLD_SIZE and reckon.gpu from NVML (the device name, e.g. "NVIDIA H100
-80GB HBM3", which Reckon's catalog resolves). It must never break a training job: any
-failure to read a value leaves that tag out."""
+reckon.gpus from WORLD_SIZE, reckon.gpu from NVML (the device name, e.g. "NVIDIA H100
+80GB HBM3", which Reckon's catalog resolves) and reckon.precision from RECKON_PRECISION
+(what the job says it trains in: frameworks such as Composer and Lightning log no
+precision by default). These are observed values, not the plan's. It must never break a
+training job: any failure to read a value leaves that tag out."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
 ESTIMATE_TAG = "reckon.estimate_id"
 GPU_TAG = "reckon.gpu"
 GPUS_TAG = "reckon.gpus"
+PRECISION_ENV = "RECKON_PRECISION"
+PRECISION_TAG = "reckon.precision"
+# The precision names Reckon's catalog knows (a wrong one would only be refused later).
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 
 class ReckonRunContext(RunContextProvider):
@@ -28,6 +34,9 @@ class ReckonRunContext(RunContextProvider):
         name = gpu_name()
         if name is not None:
             tags[GPU_TAG] = name
+        precision = os.environ.get(PRECISION_ENV, "").strip().lower()
+        if precision in PRECISIONS:
+            tags[PRECISION_TAG] = precision
         return tags
 
 

@@ -89,6 +89,7 @@ class MlflowRunSource:
         self._histories: dict[tuple[str, str], tuple[float | None, list[Point]]] = {}
         self._page_size = page_size
         self._named_ids: list[str] | None = None
+        self._experiment_names: dict[str, str] = {}
         self._calls = MlflowCalls(self._client, self._uri, retries, backoff_seconds)
 
     # --- RunSource ------------------------------------------------------------------------
@@ -291,7 +292,14 @@ class MlflowRunSource:
         info, data = run.info, run.data
         # Search results carry params, tags and each metric's latest value (highest step):
         # no per-run call, unless the run's profile reads a steady state from a history.
-        record = RunRecord(params=data.params, tags=data.tags, metrics=data.metrics)
+        experiment_id = str(info.experiment_id)
+        record = RunRecord(
+            params=data.params,
+            tags=data.tags,
+            metrics=data.metrics,
+            experiment_id=experiment_id,
+            experiment_name=self._experiment_name(experiment_id),
+        )
         history = partial(self._history, info.run_id, data.metrics)
         observables = self._profiles.observe(record, history, fallback_gpus)
         value = observables.throughput
@@ -320,6 +328,18 @@ class MlflowRunSource:
             estimate_id=estimate_id,
             throughput=None,
         )
+
+    def _experiment_name(self, experiment_id: str) -> str:
+        """Only when a profiles-file default names experiments: one lookup per experiment."""
+        if not self._profiles.names_experiments:
+            return ""
+        if experiment_id not in self._experiment_names:
+            found = self._calls.call(
+                f"look up experiment {experiment_id}",
+                lambda: self._client.get_experiment(experiment_id),
+            )
+            self._experiment_names[experiment_id] = str(getattr(found, "name", "") or "")
+        return self._experiment_names[experiment_id]
 
     def _history(self, run_id: str, latest: Mapping[str, float], key: str) -> list[Point]:
         """Every logged point of one metric, in step order (one call per metric). Kept
