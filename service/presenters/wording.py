@@ -39,10 +39,20 @@ def not_fallen_back_note(seen: NotFallenBack) -> str:
     )
 
 
+# A projection further out than this is shown as "not before" its bound, never as a date
+# (a run logging 1 token/s for a 1e12-token plan would land past the calendar's year 9999).
+PROJECTION_BOUND = timedelta(days=100 * 365)
+
+
 def projected_finish(item: RunningProjection) -> datetime | None:
-    if item.projected_seconds is None:
+    """When the run is projected to finish; None without a projection or beyond the bound."""
+    if item.projected_seconds is None or item.projected_seconds > _bound_seconds():
         return None
     return item.started_at + timedelta(seconds=item.projected_seconds)
+
+
+def _bound_seconds() -> float:
+    return PROJECTION_BOUND.total_seconds()
 
 
 def running_line(item: RunningProjection) -> str:
@@ -53,6 +63,9 @@ def running_line(item: RunningProjection) -> str:
     )
     if item.projected_seconds is None:
         return line
+    if item.projected_seconds > _bound_seconds():
+        year = (item.started_at + PROJECTION_BOUND).year
+        return f"{line}; projected not before {year} (over 100 years at its rate so far)"
     return f"{line}; projected {format_duration(item.projected_seconds)} ({item.slip_pct:+.1f}%)"
 
 

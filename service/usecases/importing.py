@@ -189,9 +189,9 @@ def _retrospective(
             factors=Factors(prior.utilization, prior.overhead),
             recompute=derived.recompute or "none",
         )
-    except InputError as error:
-        return ImportSkip(run.run_id, BAD_CONFIG, str(error))
-    result = flops.estimate(request, peak)
+        result = flops.estimate(request, peak)
+    except InputError as error:  # each run judged alone: one refused run skips only itself
+        return ImportSkip(run.run_id, BAD_CONFIG, f"run {run.run_id}: {error}")
     saved = SavedEstimate(
         id=new_estimate_id(),
         kind="retrospective",

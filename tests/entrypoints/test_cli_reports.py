@@ -55,6 +55,28 @@ def test_running_shows_a_slip_before_the_run_ends(
     assert "(+25.0%)" in human and "running 12 hours of a predicted" in human
 
 
+def test_a_run_too_slow_to_finish_this_century_is_projected_not_before_a_year(
+    reckon_env: str, mlflow_client: MlflowClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = save(capsys)  # 7e9 x 1e12 on 8 GPUs, and the run manages 1 token/s
+    started = datetime.now(UTC) - timedelta(hours=1)
+    make_training_run(
+        mlflow_client, reckon_env, start=started, end=None, status="RUNNING",
+        metrics={"tokens_per_second": 1.0}, tags={ESTIMATE_TAG: str(saved["id"])},
+    )  # fmt: skip
+
+    assert main(["running", "--json"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)["running"]
+    assert main(["running"]) == 0
+    human = capsys.readouterr().out
+
+    assert item["projected_finish"] is None and item["projected_seconds"] >= 1e12
+    assert f"projected not before {started.year + 99}" in item["line"] or (
+        f"projected not before {started.year + 100}" in item["line"]
+    )
+    assert "not before" in human and "Traceback" not in human
+
+
 def test_report_writes_the_charts_and_a_page(
     reckon_env: str,
     mlflow_client: MlflowClient,

@@ -417,3 +417,30 @@ def test_a_composer_run_gets_its_precision_from_the_profiles_file_by_experiment_
 
     assert [(skip.run_id, skip.reason) for skip in without.skipped] == [(run_id, "no_precision")]
     assert [(item.run_id, item.precision) for item in with_file.imported] == [(run_id, "fp32")]
+
+
+@pytest.mark.parametrize("size", ["1e200", "5e-324"])
+def test_one_run_the_estimator_refuses_is_skipped_alone_and_named(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    size: str,
+) -> None:
+    ordinary = frameworks.hf_trainer_run(mlflow_client, experiment_id, Truth(), started(2))
+    start = started(1)
+    tags = {"reckon.gpu": "h100-sxm", "reckon.gpus": "8", "reckon.precision": "bf16",
+            "reckon.params": size, "reckon.tokens": size}  # fmt: skip
+    odd = mlflow_client.create_run(
+        experiment_id, start_time=int(start.timestamp() * 1000), tags=tags
+    ).info.run_id
+    mlflow_client.set_terminated(
+        odd, "FINISHED", end_time=int(start.timestamp() * 1000) + 3_600_000
+    )
+
+    for dry_run in (True, False):
+        outcome = run_import(engine, mlflow_server, experiment_id, gpu="h100-sxm", dry_run=dry_run)
+        assert [item.run_id for item in outcome.imported] == [ordinary]
+        (skip,) = outcome.skipped
+        assert (skip.run_id, skip.reason) == (odd, "bad_configuration")
+        assert odd in skip.detail
