@@ -125,11 +125,19 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         return (now - timedelta(seconds=min(seconds, _MAX_BACK_SECONDS))).astimezone(UTC)
     try:
         value = datetime.fromisoformat(raw)
-    except ValueError:
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise InputError(_BAD_SINCE.format(text)) from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if not _EARLIEST <= value.year <= _LATEST:
+        raise InputError(
+            f"date {text!r} is outside {_EARLIEST}-{_LATEST}: no training run ends there"
+        )
+    return value
 
 
 _DATE_START = re.compile(r"^\d{4}-")
 _BAD_SINCE = "cannot read date {!r}; use YYYY-MM-DD, an ISO 8601 time or a duration like 30d"
 _MAX_BACK_SECONDS = 200 * 365 * SECONDS_PER_DAY  # so a huge duration stays a real date
+# A date a pass can compute with: MLflow's times start in 1970, and a window less its
+# lookback and probes must stay inside the calendar (year 1 overflowed).
+_EARLIEST, _LATEST = 1970, 9000

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from service.domain.comparison import human_line
+from service.domain.errors import InputError
 from service.domain.records import Reconciliation, RunningProjection
 from service.domain.units import format_duration
 from service.presenters import report_charts as charts
@@ -68,7 +69,16 @@ _CHARTS = (
 def write_report(out_dir: Path, data: ReportData) -> list[Path]:
     """Write the charts that have data and index.html into `out_dir` (created if needed);
     return the paths written, index.html last. Chart files of an earlier report in the same
-    directory that have no data now are removed, so the page and the folder agree."""
+    directory that have no data now are removed, so the page and the folder agree. A folder
+    that cannot be written is an InputError naming it and why."""
+    try:
+        return _write(out_dir, data)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise InputError(f"cannot write the report to {str(out_dir)!r}: {reason}") from None
+
+
+def _write(out_dir: Path, data: ReportData) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = {
         SCATTER: charts.scatter(data.history),

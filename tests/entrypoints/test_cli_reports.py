@@ -150,3 +150,28 @@ def test_link_checks_the_run_exists_and_unlink_removes_its_tag(
     down = main(["link", estimate_id, run_id])
     assert down == 5 and "--force" not in capsys.readouterr().out
     assert main(["link", estimate_id, run_id, "--force"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["reconcile", "--since", "0001-01-01"], "outside 1970-9000"),
+        (["history", "--since", "9999-12-31T23:59:59-05:00"], "cannot read date"),
+        (["report", "--out", "/dev/null/x"], "cannot write the report to '/dev/null/x'"),
+        (["report", "--out", "r" * 300], "cannot write the report to"),
+        (["estimates", "show", "\udcff"], "argument '\\xff' is not valid UTF-8"),
+        (["link", "0123456789abcdef", "\udcff", "--force"], "is not valid UTF-8"),
+        (["record", "--predicted", "3d", "--gpu", "a100-80gb", "--gpus", "8", "--label",
+          "caf\udce9"], "argument 'caf\\xe9' is not valid UTF-8"),
+    ],
+)  # fmt: skip
+def test_inputs_that_reach_a_date_a_folder_or_an_encoder_fail_in_one_line(
+    reckon_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    save(capsys)  # a database to read and write
+
+    code = main(argv)
+
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("reckon: error: ") and err.count("\n") == 1
+    assert fragment in err and "Traceback" not in err

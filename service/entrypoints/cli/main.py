@@ -34,6 +34,10 @@ __all__ = ["EXIT_CODES", "cli", "main", "run"]
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: maps every user-facing failure to one line and an exit code."""
     prepare_process()
+    undecodable = _not_utf8(sys.argv[1:] if argv is None else argv)
+    if undecodable is not None:
+        click.echo(f"reckon: error: argument {undecodable} is not valid UTF-8", err=True)
+        return EXIT_CODES[InputError]
     try:
         result = cli.main(args=argv, prog_name="reckon", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as bare:
@@ -51,6 +55,18 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"reckon: error: {one_line(str(error))}", err=True)
         return exit_code(error)
     return result if isinstance(result, int) else 0
+
+
+def _not_utf8(arguments: list[str]) -> str | None:
+    """The first argument the shell handed over as bytes that are not UTF-8 (Python keeps
+    them as lone surrogates, which no database, MLflow or terminal can take), escaped."""
+    for argument in arguments:
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = argument.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            return f"'{shown[:40]}'"
+    return None
 
 
 def one_line(message: str) -> str:
