@@ -5,6 +5,7 @@ and MLflow's client defaults are set at process start, both in `service.environm
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import Field, ValidationError
@@ -37,7 +38,20 @@ class Settings(BaseSettings):
 
     @property
     def experiment_list(self) -> list[str]:
-        return [part.strip() for part in self.experiments.split(",") if part.strip()]
+        """Comma-separated names or ids, or a JSON list of them (`["ablations, lr sweep", "7"]`)
+        for names that hold a comma."""
+        text = self.experiments.strip()
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except ValueError:
+                raise InputError(
+                    f"bad setting RECKON_EXPERIMENTS: {text[:60]!r} is not a JSON list"
+                ) from None
+            if not isinstance(items, list) or not all(isinstance(i, str | int) for i in items):
+                raise InputError("bad setting RECKON_EXPERIMENTS: a JSON list of names or ids")
+            return [str(item).strip() for item in items if str(item).strip()]
+        return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def load_settings() -> Settings:

@@ -26,6 +26,8 @@ def text_problem(value: str, max_chars: int | None) -> str | None:
     """Why `value` cannot be stored in a text column of `max_chars` (None: unbounded)."""
     if "\x00" in value:
         return "contains a NUL byte"
+    if not value.isascii() and any("\ud800" <= char <= "\udfff" for char in value):
+        return "is not valid Unicode text (a lone surrogate)"
     if max_chars is not None and len(value) > max_chars:
         return f"is {len(value)} characters long, at most {max_chars} fit"
     return None

@@ -183,3 +183,36 @@ def test_runs_are_linked_and_unlinked_over_http(
     assert linked.status_code == 201 and linked.json()["run_ids"] == [run_id]
     assert unlinked.status_code == 200 and unlinked.json()["tag_removed"] is False
     assert again.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/estimates", '{"params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": 8, '
+         '"label": "plan \\ud800"}'),
+        ("/v1/estimates", '{"params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": NaN}'),
+        ("/v1/estimates", '{"params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", '
+         '"gpus": Infinity}'),
+        ("/v1/estimates", '{"params": "7e9", "tokens": "1e12", "gpu": "a100-80gb", "gpus": 1e400}'),
+        ("/v1/reconcile?since=0001-01-01", "{}"),
+    ],
+)  # fmt: skip
+def test_bad_input_a_handmade_request_can_hold_is_a_4xx_never_a_500(
+    api: TestClient, path: str, body: str
+) -> None:
+    response = api.post(path, content=body, headers={"content-type": "application/json"})
+
+    assert 400 <= response.status_code < 500, response.text
+    assert response.json()["detail"]
+
+
+def test_a_run_id_that_is_not_unicode_text_is_refused_when_linking(api: TestClient) -> None:
+    saved = api.post("/v1/estimates", json=SEED).json()
+
+    response = api.post(
+        f"/v1/estimates/{saved['id']}/runs",
+        content='{"run_id": "run-\\udc80", "force": true}',
+        headers={"content-type": "application/json"},
+    )
+
+    assert response.status_code == 422 and "unicode" in str(response.json()["detail"]).lower()

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -82,10 +83,22 @@ def create_app(
     install_offline_docs(api)
     api.state.reckon = app
     api.add_exception_handler(ReckonError, _domain_error)  # type: ignore[arg-type]
+    api.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     api.add_exception_handler(Unauthorized, _unauthorized)
     for module in (planning, loop, ops):
         api.include_router(module.router)
     return api
+
+
+async def _invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 without echoing the input: a value JSON cannot carry back (NaN, a lone
+    surrogate, 1e400) made the default answer a 500, and a body is no business of the log."""
+    problems = [
+        {"type": str(item.get("type", "value_error")), "loc": list(item.get("loc", ())),
+         "msg": str(item.get("msg", "invalid"))}
+        for item in error.errors()
+    ]  # fmt: skip
+    return JSONResponse({"detail": problems}, status_code=422)
 
 
 async def _domain_error(_request: Request, error: ReckonError) -> JSONResponse:
