@@ -42,17 +42,14 @@ def not_fallen_back_note(seen: NotFallenBack) -> str:
 # A projection further out than this is shown as "not before" its bound, never as a date
 # (a run logging 1 token/s for a 1e12-token plan would land past the calendar's year 9999).
 PROJECTION_BOUND = timedelta(days=100 * 365)
+_BOUND_SECONDS = PROJECTION_BOUND.total_seconds()
 
 
 def projected_finish(item: RunningProjection) -> datetime | None:
     """When the run is projected to finish; None without a projection or beyond the bound."""
-    if item.projected_seconds is None or item.projected_seconds > _bound_seconds():
+    if item.projected_seconds is None or item.projected_seconds > _BOUND_SECONDS:
         return None
     return item.started_at + timedelta(seconds=item.projected_seconds)
-
-
-def _bound_seconds() -> float:
-    return PROJECTION_BOUND.total_seconds()
 
 
 def running_line(item: RunningProjection) -> str:
@@ -63,7 +60,7 @@ def running_line(item: RunningProjection) -> str:
     )
     if item.projected_seconds is None:
         return line
-    if item.projected_seconds > _bound_seconds():
+    if item.projected_seconds > _BOUND_SECONDS:
         year = (item.started_at + PROJECTION_BOUND).year
         return f"{line}; projected not before {year} (over 100 years at its rate so far)"
     return f"{line}; projected {format_duration(item.projected_seconds)} ({item.slip_pct:+.1f}%)"

@@ -21,12 +21,9 @@ class ProfileSet:
     def __init__(self, profiles: Sequence[Profile], defaults: Sequence[RunDefaults] = ()) -> None:
         self.profiles = tuple(profiles)
         self.defaults = tuple(defaults)
-
-    @property
-    def names_experiments(self) -> bool:
-        """Whether a default names an experiment (the adapter then says which runs are in
-        which experiment by name, not only by id)."""
-        return any(entry.experiment is not None for entry in self.defaults)
+        # Whether a default names an experiment: the adapter then looks experiment names up
+        # (once each); asked for every run, so decided here once.
+        self.names_experiments = any(entry.experiment is not None for entry in self.defaults)
 
     @classmethod
     def builtin(

@@ -57,16 +57,16 @@ class Loop:
         full: bool = False,
         on_progress: Callable[[int], None] | None = None,
     ) -> PassOutcome:
-        from service.usecases.nightly import passes as reconcile
+        from service.usecases.nightly import passes
 
-        options = reconcile.PassOptions(
+        options = passes.PassOptions(
             lookback=timedelta(hours=self._context.policy.lookback_hours),
             since=since,
             full=full,
             trigger=trigger,
             write_back=self._context.policy.write_back_tags,
         )
-        return reconcile.run_pass(
+        return passes.run_pass(
             self._context.adapters.unit_of_work(),
             source,
             self._context.adapters.pass_lock(),

@@ -9,14 +9,15 @@ from datetime import UTC, datetime
 import numpy as np
 
 from service.calibration.fit import fit
-from service.calibration.model import FactorSet, FitParameters
+from service.calibration.model import FactorSet, FitParameters, SegmentFactors
+from service.calibration.observations import Observation
 from service.presenters.json_loop import factors_view
 from service.presenters.text import factors_text
 from service.usecases.results.reads import FactorsAnswer
 from tests.unit.test_calibration_earns_its_keep import PRIOR, a_run
 
 
-def _noisy_runs(u: float, spread: float, count: int, gpu: str = "h100-sxm") -> list:  # type: ignore[type-arg]
+def _noisy_runs(u: float, spread: float, count: int, gpu: str = "h100-sxm") -> list[Observation]:
     rng = np.random.default_rng(7)
     return [
         a_run(gpu, "bf16", day=d, u=u * float(rng.lognormal(0, spread)), f=0.1)
@@ -39,7 +40,7 @@ def test_runs_claiming_more_than_the_peak_fit_at_most_the_peak() -> None:
     assert 0.0 <= entry.overhead < 1.0
 
 
-def _a_set(segments: dict) -> FactorSet:  # type: ignore[type-arg]
+def _a_set(segments: dict[str, SegmentFactors]) -> FactorSet:
     return FactorSet(
         version=1, created_at=datetime(2026, 6, 1, tzinfo=UTC),
         activated_at=datetime(2026, 6, 1, tzinfo=UTC), method="test",
