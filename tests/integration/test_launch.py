@@ -36,10 +36,12 @@ from tests.builders import an_estimate
 
 pytestmark = pytest.mark.mlflow
 
-# The estimate's tokens and the child's whole-job tokens/s: 0.4 s of compute, at a physically
-# plausible utilization for the seed model on 8 A100s (about 0.45).
+# The estimate's tokens and the child's whole-job tokens/s: 1.6 s of compute, at a physically
+# plausible utilization for the seed model on 8 A100s (about 0.11), and a share of the
+# launches' wall time that stays inside Reckon's plausible overhead (at most 0.95) even on
+# a busy machine (0.4 s of compute fell outside it when two processes took 10 s).
 TOKENS = 8e3
-TOKENS_PER_SECOND = 2.0e4
+TOKENS_PER_SECOND = 5.0e3
 
 # A training script as a user writes it: fluent MLflow, nothing about Reckon. It logs a
 # throughput and exits with the code it is given (1: a crash mid-training).
