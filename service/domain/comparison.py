@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from service.domain import bounds
+from service.domain.configuration import Configuration, PeakLookup
+from service.domain.configuration import observed as observed_config
 from service.domain.records import (
     OVERHEAD_CLAMPED,
     TERMINAL_STATUSES,
@@ -68,7 +70,22 @@ def admit(run: ObservedRun) -> tuple[ObservedRun | None, list[Skip]]:
     if bad_throughput is not None:
         skips.append(bad_throughput)
         run = dataclasses.replace(run, throughput=None)
-    return run, skips
+    return _storable_configuration(run), skips
+
+
+def _storable_configuration(run: ObservedRun) -> ObservedRun:
+    """What the run states about its configuration, where a column can hold it; a value
+    that cannot be stored is unsaid (the plan's stands in, and the reconciliation says so)."""
+    gpus, tokens, precision = run.gpus, run.tokens, run.precision
+    if gpus is not None and not 0 < gpus <= bounds.INT_MAX:
+        gpus = None
+    if tokens is not None and not (math.isfinite(tokens) and tokens > 0):
+        tokens = None
+    if precision is not None and bounds.text_problem(precision, bounds.PRECISION_CHARS):
+        precision = None
+    if (gpus, tokens, precision) == (run.gpus, run.tokens, run.precision):
+        return run
+    return dataclasses.replace(run, gpus=gpus, tokens=tokens, precision=precision)
 
 
 def _storable_id(run_id: str) -> str:
@@ -119,9 +136,13 @@ def reconcile(saved: SavedEstimate, runs: Sequence[ObservedRun]) -> Reconciliati
     return judge(Planned.of(saved), runs)[0]
 
 
-def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | None, Skip | None]:
+def judge(
+    plan: Planned, runs: Sequence[ObservedRun], peaks: PeakLookup | None = None
+) -> tuple[Reconciliation | None, Skip | None]:
     """The comparison for one estimate over all its usable linked runs (None while no
-    linked run has FINISHED), and a skip when something in it was implausible. Wall time runs
+    linked run has FINISHED), and a skip when something in it was implausible. The factors
+    are implied at the configuration the runs observed (service.domain.configuration; `peaks`
+    gives the peak of a precision other than the plan's), the error against the plan. Wall time runs
     from the first start to the last end, so restarts, gaps and FAILED/KILLED segments count
     as overhead. A throughput implying a utilization outside (MIN_UTILIZATION, 1] or an
     overhead outside [0, MAX_OVERHEAD] is dropped (the reconciliation keeps only the
@@ -143,8 +164,11 @@ def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | 
     if observed <= 0:
         return None, Skip(last.run_id, ZERO_LENGTH, "the runs span no time", plan.id)
     predicted = plan.predicted_wall_seconds
-    compute_seconds, profile = _observed_compute_seconds(plan, usable)
-    implied_u, implied_f, effective_u, kind = _implied_factors(plan, observed, compute_seconds)
+    chosen = _compute_run(usable)
+    ordered = [run for run in (chosen, *reversed(usable)) if run is not None]
+    config = observed_config(plan, ordered, peaks)
+    compute_seconds, profile = _observed_compute_seconds(chosen, config.tokens)
+    implied_u, implied_f, effective_u, kind = _implied_factors(config, observed, compute_seconds)
     clamped = implied_f is not None and implied_f < 0
     if clamped:
         implied_f = 0.0  # the run timed more compute than wall (HF): never a negative share
@@ -169,7 +193,7 @@ def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | 
         estimate_id=plan.id,
         run_ids=tuple(run.run_id for run in usable),
         gpu=plan.gpu,
-        precision=plan.precision,
+        precision=config.precision,
         recompute=plan.recompute,
         started_at=started_at,
         ended_at=ended_at,
@@ -189,6 +213,13 @@ def judge(plan: Planned, runs: Sequence[ObservedRun]) -> tuple[Reconciliation | 
         profile=profile,
         note=OVERHEAD_CLAMPED if clamped and kind == "separate" else None,
         kind=plan.kind,
+        config_check=config.check,
+        planned_gpus=plan.gpus,
+        planned_tokens=plan.tokens,
+        planned_precision=plan.precision,
+        observed_gpus=config.observed_gpus,
+        observed_tokens=config.observed_tokens,
+        observed_precision=config.observed_precision,
     )
     numbers = (item.ratio, item.error_pct, item.predicted_seconds, item.observed_seconds)
     if not all(math.isfinite(value) for value in numbers):
@@ -210,39 +241,43 @@ def _plausible(utilization: float | None, overhead: float | None) -> bool:
     return MIN_UTILIZATION < utilization <= 1.0 and 0.0 <= overhead <= MAX_OVERHEAD
 
 
-def _observed_compute_seconds(
-    plan: Planned, runs: Sequence[ObservedRun]
-) -> tuple[float | None, str | None]:
-    """tokens / steady-state throughput, and the profile it was read with. The throughput
-    is whole-job tokens/s; the last FINISHED segment's (else any segment's) stands for the
-    job. A run whose profile gives a compute time but no rate (HF without token counting)
-    contributes that time as it is."""
-    if plan.tokens is None:
-        return None, None
+def _compute_run(runs: Sequence[ObservedRun]) -> ObservedRun | None:
+    """The run whose rate (or own compute time) stands for the job: the last FINISHED
+    segment with one, else any segment's."""
     candidates = [
         run
         for run in runs
         if throughput_problem(run) is None and (run.throughput or run.compute_seconds)
     ]
     if not candidates:
-        return None, None
+        return None
     finished = [run for run in candidates if run.status == "FINISHED"]
-    chosen = max(finished or candidates, key=lambda run: (run.ended_at, run.run_id))
+    return max(finished or candidates, key=lambda run: (run.ended_at or EPOCH, run.run_id))
+
+
+def _observed_compute_seconds(
+    chosen: ObservedRun | None, tokens: float | None
+) -> tuple[float | None, str | None]:
+    """tokens / steady-state whole-job throughput, and the profile it was read with. A run
+    whose profile gives a compute time but no rate (HF without token counting) contributes
+    that time as it is."""
+    if chosen is None or tokens is None:
+        return None, None
     if chosen.throughput:
-        return plan.tokens / chosen.throughput, chosen.profile
+        return tokens / chosen.throughput, chosen.profile
     return chosen.compute_seconds, chosen.profile
 
 
 def _implied_factors(
-    plan: Planned, observed_seconds: float, compute_seconds: float | None
+    config: Configuration, observed_seconds: float, compute_seconds: float | None
 ) -> tuple[float | None, float | None, float | None, FactorsKind]:
-    if plan.flops is None or plan.peak_flops is None:
+    if config.flops is None or config.peak_flops is None:
         return None, None, None, "none"
-    capacity = plan.gpus * plan.peak_flops  # FLOP/s at 100%
-    effective = plan.flops / (capacity * observed_seconds)
+    capacity = config.gpus * config.peak_flops  # FLOP/s at 100%
+    effective = config.flops / (capacity * observed_seconds)
     if compute_seconds is None:
         return None, None, effective, "combined"
-    utilization = plan.flops / (capacity * compute_seconds)
+    utilization = config.flops / (capacity * compute_seconds)
     overhead = 1.0 - compute_seconds / observed_seconds
     return utilization, overhead, effective, "separate"
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.domain.errors import InputError
+from service.domain.errors import InputError, ReckonError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 TERA = 1e12
@@ -285,6 +285,13 @@ class Catalog:
             has = ", ".join(p for p in PRECISIONS if p in spec.peak_flops)
             raise InputError(f"{spec.name} has no {precision} peak; it has: {has}")
         return peak
+
+    def known_peak(self, gpu: str, precision: str) -> float | None:
+        """The peak, or None where the catalog has no such GPU or precision."""
+        try:
+            return self.peak_flops(gpu, precision)
+        except ReckonError:
+            return None
 
 
 def load_user_gpus(path: Path) -> list[GpuSpec]:

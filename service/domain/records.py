@@ -54,6 +54,11 @@ class ObservedRun:
     profile: str | None = None
     compute_seconds: float | None = None
     observables: RunObservables | None = field(default=None, compare=False)
+    # The configuration the run itself states (the plugin's tags, what its profile read, a
+    # profiles-file default), never the plan `reckon launch` tagged it with; None: unsaid.
+    gpus: int | None = None
+    tokens: float | None = None
+    precision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,16 @@ class Reconciliation:
     profile: str | None = None  # logging profile of the run the compute time came from
     note: str | None = None  # e.g. OVERHEAD_CLAMPED
     kind: EstimateKind = "computed"  # the estimate's: accuracy keeps retrospective apart
+    # Planned against observed configuration (service.domain.configuration): the factors
+    # are implied at the observed values (the plan's where the run said nothing), `precision`
+    # above is the one they were implied at, and the error stays against the plan.
+    config_check: str | None = None  # CONFIG_DIFFERS, CONFIG_FROM_PLAN or None (they agree)
+    planned_gpus: int | None = None
+    planned_tokens: float | None = None
+    planned_precision: str | None = None
+    observed_gpus: int | None = None
+    observed_tokens: float | None = None
+    observed_precision: str | None = None
 
     @property
     def segment(self) -> str:

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
-from service.presenters.wording import NO_FACTOR_SET, is_thin, not_fallen_back_note
+from service.presenters.wording import (
+    NO_FACTOR_SET,
+    accuracy_configuration_note,
+    is_thin,
+    not_fallen_back_note,
+)
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, SegmentFactors
@@ -202,4 +207,9 @@ def accuracy_view(accuracy: Accuracy) -> JSON:
             for group in accuracy.groups
         ],
         "retrospective": scores_pair_view(accuracy.retrospective),
+        "configuration": {
+            "config_differs": accuracy.config_differs,
+            "config_from_plan": accuracy.config_from_plan,
+            "note": accuracy_configuration_note(accuracy),
+        },
     }

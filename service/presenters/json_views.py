@@ -12,7 +12,7 @@ from service.domain.inputs import ESTIMATE_INPUTS
 from service.domain.records import Reconciliation, RunningProjection, SavedEstimate
 from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
-from service.presenters.wording import projected_finish, running_line
+from service.presenters.wording import configuration_note, projected_finish, running_line
 
 if TYPE_CHECKING:
     from service.calibration.calibrated import Calibrated
@@ -193,6 +193,20 @@ def reconciliation_view(item: Reconciliation) -> JSON:
         "kind": item.kind,
         "profile": item.profile,
         "note": item.note,
+        "configuration": {
+            "check": item.config_check,
+            "planned": {
+                "gpus": item.planned_gpus,
+                "tokens": item.planned_tokens,
+                "precision": item.planned_precision,
+            },
+            "observed": {
+                "gpus": item.observed_gpus,
+                "tokens": item.observed_tokens,
+                "precision": item.observed_precision,
+            },
+            "note": configuration_note(item),
+        },
         "line": human_line(item.predicted_seconds, item.observed_seconds),
     }
 

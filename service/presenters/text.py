@@ -13,6 +13,8 @@ from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
 from service.presenters.wording import (
     NO_FACTOR_SET,
+    accuracy_configuration_note,
+    configuration_note,
     is_thin,
     not_fallen_back_note,
     projected_finish,
@@ -226,10 +228,9 @@ def history_text(rows: list[Reconciliation]) -> str:
             factors = f" (u {row.implied_utilization:.2f}, overhead {row.implied_overhead:.0%})"
         elif row.implied_effective_utilization is not None:
             factors = f" (effective u x (1-f) {row.implied_effective_utilization:.2f})"
+        kind = row.kind if row.kind != "computed" else None
         extra = "".join(
-            f" [{part}]"
-            for part in (row.kind if row.kind != "computed" else None, row.profile, row.note)
-            if part
+            f" [{part}]" for part in (kind, row.profile, row.note, configuration_note(row)) if part
         )
         lines.append(
             f"{row.estimate_id} {row.gpu}/{row.precision}: "
@@ -309,6 +310,9 @@ def accuracy_text(accuracy: Accuracy) -> str:
                 f"{_num(s.mape, '%'):>8} {_num(s.bias, '%', signed=True):>8} "
                 f"{_num(None if s.coverage is None else 100 * s.coverage, '%'):>9}{note}"
             )
+    configuration = accuracy_configuration_note(accuracy)
+    if configuration is not None:
+        lines += ["", configuration]
     return "\n".join(lines)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from service.domain.records import RunningProjection
+from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
+from service.domain.records import Reconciliation, RunningProjection
 from service.domain.units import format_duration
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, SegmentFactors
-    from service.usecases.results.reads import NotFallenBack
+    from service.usecases.results.reads import Accuracy, NotFallenBack
 
 NO_FACTOR_SET = "no factor set yet: calibrated estimates use the published prior"
 
@@ -71,3 +72,55 @@ def is_thin(item: SegmentFactors, factor_set: FactorSet) -> bool:
     range no narrower than its parent's. The level and the prior are never thin."""
     thin_n = int(factor_set.parameters.get("thin_n", 0))
     return item.level not in ("prior", "all") and 0 < item.n < thin_n
+
+
+def accuracy_configuration_note(accuracy: Accuracy) -> str | None:
+    """How many forecasts were judged against a job other than the one they planned."""
+    total = accuracy.overall.raw.n
+    parts = []
+    if accuracy.config_differs:
+        parts.append(
+            f"{accuracy.config_differs} of {total} forecasts ran another configuration than "
+            "planned (config_differs: GPU count, precision or tokens beyond 2%); their error "
+            "is against the plan, their factors at what ran"
+        )
+    if accuracy.config_from_plan:
+        parts.append(
+            f"{accuracy.config_from_plan} of {total} used the plan's configuration where the "
+            "run logged none (config_from_plan)"
+        )
+    return "; ".join(parts) or None
+
+
+def configuration_note(item: Reconciliation) -> str | None:
+    """What a reconciliation says about planned against observed configuration (None when
+    they agree, or it was judged before Reckon kept it): the text and the JSON both say it."""
+    if item.config_check == CONFIG_DIFFERS:
+        planned = _configuration(item.planned_gpus, item.planned_tokens, item.planned_precision)
+        seen = _configuration(item.observed_gpus, item.observed_tokens, item.observed_precision)
+        return (
+            f"config_differs: planned {planned}, the run observed {seen}; its factors are "
+            "implied at the observed values, its error is against the plan"
+        )
+    if item.config_check == CONFIG_FROM_PLAN:
+        unsaid = [
+            name
+            for name, value, planned in (
+                ("GPU count", item.observed_gpus, item.planned_gpus),
+                ("tokens", item.observed_tokens, item.planned_tokens),
+                ("precision", item.observed_precision, item.planned_precision),
+            )
+            if value is None and planned is not None
+        ]
+        said = ", ".join(unsaid) or "configuration"
+        return f"config_from_plan: {said} as planned (the run logged none)"
+    return None
+
+
+def _configuration(gpus: int | None, tokens: float | None, precision: str | None) -> str:
+    parts = [
+        f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus is not None else None,
+        f"{tokens:,.0f} tokens" if tokens is not None else None,
+        precision,
+    ]
+    return ", ".join(part for part in parts if part) or "nothing"

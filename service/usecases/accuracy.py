@@ -19,6 +19,7 @@ import numpy as np
 from service.calibration import backtest, fit, gate
 from service.calibration.model import FactorSet, FitParameters, Prior
 from service.calibration.observations import ObservationArrays
+from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
 from service.domain.errors import InputError
 from service.domain.records import Reconciliation
 from service.domain.values import Factors
@@ -87,6 +88,8 @@ def accuracy(
             for name, items in sorted(groups.items())
         ),
         retrospective=_pair(retrospective, raw, calibrated),
+        config_differs=sum(1 for item in history if item.config_check == CONFIG_DIFFERS),
+        config_from_plan=sum(1 for item in history if item.config_check == CONFIG_FROM_PLAN),
     )
 
 

@@ -1,14 +1,20 @@
 """`reckon launch --estimate ID [--experiment NAME] -- CMD ...`: run a training command
 inside an MLflow run linked to an estimate, without touching the training code.
 
-Creates the run (tag reckon.estimate_id plus the estimate's configuration tags), starts CMD
+Creates the run (tag reckon.estimate_id plus the estimate's configuration as the plan:
+reckon.planned.gpu, .gpus, .precision, .params, .tokens, .recompute; never as the
+reckon.gpus etc. a run states about itself, which decide its factors), starts CMD
 with MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID, MLFLOW_EXPERIMENT_NAME, MLFLOW_TAGS (JSON, read by
 Hugging Face's MLflowCallback), MLFLOW_TRACKING_URI and RECKON_ESTIMATE_ID set, forwards
 SIGINT/SIGTERM to it, and ends the run FINISHED (exit 0), KILLED (a signal) or FAILED (any
 other exit), returning CMD's exit code. A framework that ignores MLFLOW_RUN_ID (Lightning)
 creates a run of its own, which the run-context plugin tags from RECKON_ESTIMATE_ID; the
 pre-created run is then deleted when nothing was logged into it, rather than left RUNNING
-and empty."""
+and empty.
+
+`--precision` is what the job itself trains in, when the launcher knows it and the
+framework does not log it (Composer, Lightning): it is tagged reckon.precision (observed)
+and passed on as RECKON_PRECISION, which the plugin tags on a run the job creates."""
 
 from __future__ import annotations
 
@@ -23,11 +29,15 @@ from types import FrameType
 from typing import Any
 
 from service.domain.errors import InputError, NotFoundError
+from service.domain.hardware import PRECISIONS, normalize_precision
 from service.domain.records import ESTIMATE_TAG, SavedEstimate
 from service.ports import LaunchRuns, UnitOfWork
 from service.usecases.results.loop import LaunchOutcome
 
 ESTIMATE_ENV = "RECKON_ESTIMATE_ID"
+PRECISION_ENV = "RECKON_PRECISION"
+PRECISION_TAG = "reckon.precision"
+PLANNED = "reckon.planned."  # the plan's tags; the reckon.* a run states are observed
 DEFAULT_EXPERIMENT = "Default"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
@@ -37,22 +47,32 @@ class LaunchOptions:
     estimate_id: str
     command: tuple[str, ...]
     experiment: str | None = None
+    precision: str | None = None  # what the job trains in, as the launcher knows it
 
 
-def configuration_tags(saved: SavedEstimate) -> dict[str, str]:
-    """The tags a launched run carries: the link and the configuration it was planned for."""
-    tags = {
-        ESTIMATE_TAG: saved.id,
-        "reckon.gpu": saved.gpu,
-        "reckon.gpus": str(saved.gpus),
-        "reckon.precision": saved.precision,
-    }
+def configuration_tags(saved: SavedEstimate, precision: str | None = None) -> dict[str, str]:
+    """The tags a launched run carries: the link, the configuration it was planned for, and
+    the precision the launcher says the job trains in (observed)."""
+    planned = {"gpu": saved.gpu, "gpus": str(saved.gpus), "precision": saved.precision}
     if saved.estimate is not None:
         request = saved.estimate.request
-        tags["reckon.params"] = repr(request.model.params)
-        tags["reckon.tokens"] = repr(request.model.tokens)
-        tags["reckon.recompute"] = request.recompute
+        planned["params"] = repr(request.model.params)
+        planned["tokens"] = repr(request.model.tokens)
+        planned["recompute"] = request.recompute
+    tags = {ESTIMATE_TAG: saved.id, **{PLANNED + key: value for key, value in planned.items()}}
+    if precision is not None:
+        tags[PRECISION_TAG] = precision
     return tags
+
+
+def launch_precision(text: str | None) -> str | None:
+    """--precision, checked before anything starts: one of the precisions Reckon knows."""
+    if text is None:
+        return None
+    name = normalize_precision(text)
+    if name not in PRECISIONS:
+        raise InputError(f"--precision {text!r}: use one of {', '.join(PRECISIONS)}")
+    return name
 
 
 def experiment_name(
@@ -86,6 +106,7 @@ def launch(
     """Run CMD linked to the estimate and return how it ended (see the module docstring)."""
     if not options.command:
         raise InputError("nothing to launch: give the command after --")
+    precision = launch_precision(options.precision)
     with uow:
         saved = uow.estimates.get(options.estimate_id)
     if saved is None:
@@ -93,7 +114,7 @@ def launch(
     base = dict(os.environ if environ is None else environ)
     name = experiment_name(options, base, configured_experiments)
     experiment_id = runs.experiment_id(name)
-    tags = configuration_tags(saved)
+    tags = configuration_tags(saved, precision)
     started_ms = int(time.time() * 1000)
     run_id = runs.create(experiment_id, tags, started_ms)
     child_env = {
@@ -104,6 +125,7 @@ def launch(
         "MLFLOW_EXPERIMENT_NAME": name,  # HF refuses a run from another experiment
         "MLFLOW_TAGS": json.dumps(tags),
         ESTIMATE_ENV: saved.id,
+        **({PRECISION_ENV: precision} if precision is not None else {}),
     }
     try:
         return_code, signalled = _supervise(options.command, child_env)

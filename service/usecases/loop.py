@@ -65,6 +65,8 @@ class Loop:
             full=full,
             trigger=trigger,
             write_back=self._context.policy.write_back_tags,
+            # read only when a run trained in another precision than planned
+            peaks=lambda gpu, precision: self._context.catalog.known_peak(gpu, precision),
         )
         return passes.run_pass(
             self._context.adapters.unit_of_work(),
@@ -113,7 +115,12 @@ class Loop:
         )
 
     def launch(
-        self, estimate_id: str, command: tuple[str, ...], *, experiment: str | None = None
+        self,
+        estimate_id: str,
+        command: tuple[str, ...],
+        *,
+        experiment: str | None = None,
+        precision: str | None = None,
     ) -> LaunchOutcome:
         """Run `command` inside an MLflow run linked to the estimate
         (service/usecases/launch.py)."""
@@ -122,7 +129,7 @@ class Loop:
         return launch.launch(
             self._context.adapters.reader(),
             self._context.adapters.launch_runs(),
-            launch.LaunchOptions(estimate_id, command, experiment),
+            launch.LaunchOptions(estimate_id, command, experiment, precision),
             configured_experiments=self._context.policy.experiments,
         )
 

@@ -402,12 +402,21 @@ def reckon_run(client: MlflowClient, experiment_id: str, truth: Truth, start: da
     return _write(client, experiment_id, start, end, metrics, params)
 
 
-def replay_captured(client: MlflowClient, experiment_id: str, path: Path) -> tuple[str, Any]:
+def replay_captured(
+    client: MlflowClient, experiment_id: str, path: Path, tags: dict[str, str] | None = None
+) -> tuple[str, Any]:
     """A captured real run (tests/data/trainer_runs) logged again with every metric point,
-    its params, tags and times; returns the new run id and the capture's notes."""
+    its params, tags (or `tags` instead of the captured reckon.* ones) and times; returns
+    the new run id and the capture's notes."""
     document = json.loads(path.read_text())
     info = document["run_info"]
-    tags = {key: value for key, value in document["tags"].items() if key != "mlflow.runName"}
+    captured = document["tags"].items()
+    if tags is None:
+        tags = {key: value for key, value in captured if key != "mlflow.runName"}
+    else:
+        kept = {key: value for key, value in captured if not key.startswith("reckon.")}
+        tags = {**kept, **tags}
+        tags.pop("mlflow.runName", None)
     run_id: str = client.create_run(
         experiment_id, start_time=info["start_time"], tags=tags
     ).info.run_id

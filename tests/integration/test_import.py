@@ -31,28 +31,13 @@ from service.usecases.importing import ImportOptions, import_runs
 from service.usecases.nightly.passes import PassOptions, run_pass
 from service.usecases.results.loop import ImportOutcome
 from tests.integration import framework_runs as frameworks
+from tests.integration.conftest import CAPTURE_FP32
 from tests.integration.framework_runs import Truth
 
 pytestmark = pytest.mark.mlflow
 
 DATA = Path(__file__).parents[1] / "data" / "trainer_runs"
 H100_FP32 = 67e12  # h100-sxm dense fp32, service/domain/hardware.py
-# The captured runs trained on CPU: imported as an H100 they would run at 0.07% of its peak,
-# which Reckon rightly refuses to learn from. The capture machine as a chip of its own:
-# 2 x86-64 cores x 32 fp32 FLOP a cycle (AVX2 FMA) x 3 GHz.
-CAPTURE_FP32 = 0.192e12
-CAPTURE_CHIP = """
-[gpu.capture-cpu]
-source = "the capture VM: 2 cores x 32 fp32 FLOP/cycle (AVX2 FMA) x 3 GHz"
-peak_tflops = { fp32 = 0.192 }
-"""
-
-
-@pytest.fixture
-def capture_catalog(tmp_path: Path) -> Catalog:
-    path = tmp_path / "hardware.toml"
-    path.write_text(CAPTURE_CHIP)
-    return build_catalog(path)
 
 
 def started(days_ago: float) -> datetime:

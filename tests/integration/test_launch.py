@@ -117,7 +117,10 @@ def test_a_failed_then_a_finished_launch_reconcile_with_the_failure_as_overhead(
     runs = [mlflow_client.get_run(item.run_id) for item in outcomes]
     assert [run.info.status for run in runs] == ["FAILED", "FINISHED"]
     assert all(run.data.tags[ESTIMATE_TAG] == estimate_id for run in runs)
-    assert runs[0].data.tags["reckon.gpu"] == "a100-80gb"
+    # the estimate's configuration is the plan, never what the run states about itself
+    assert runs[0].data.tags["reckon.planned.gpu"] == "a100-80gb"
+    assert runs[0].data.tags["reckon.planned.gpus"] == "8"
+    assert not {"reckon.gpu", "reckon.gpus", "reckon.tokens"} & set(runs[0].data.tags)
     assert runs[0].data.metrics["tokens_per_second"] == TOKENS_PER_SECOND  # logged into it
 
     result = reconcile(engine, mlflow_server, experiment_id)
@@ -187,6 +190,43 @@ def test_sigterm_to_launch_is_forwarded_and_the_run_ends_killed(
 
     assert (outcome.status, outcome.exit_code) == ("KILLED", 128 + signal.SIGTERM)
     assert mlflow_client.get_run(marker.read_text()).info.status == "KILLED"
+
+
+PRECISION_SCRIPT = """
+import os, mlflow
+mlflow.start_run()
+mlflow.log_param("seen_precision", os.environ.get("RECKON_PRECISION", ""))
+"""
+
+
+def test_launch_precision_is_tagged_as_observed_and_passed_to_the_job(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    tmp_path: Path,
+) -> None:
+    estimate_id = save_estimate(engine)
+    job = script(tmp_path, "job.py", PRECISION_SCRIPT)
+    options = LaunchOptions(
+        estimate_id, (sys.executable, job),
+        experiment=experiment_name(mlflow_client, experiment_id), precision="BF16",
+    )  # fmt: skip
+
+    outcome = launch(SqlUnitOfWork(engine), MlflowLaunchRuns(mlflow_server.uri), options)
+
+    run = mlflow_client.get_run(outcome.run_id)
+    assert run.data.tags["reckon.precision"] == "bf16"  # observed: what the job trains in
+    assert run.data.tags["reckon.planned.precision"] == "bf16"
+    assert run.data.params["seen_precision"] == "bf16"  # the plugin tags a job's own run
+    before = len(mlflow_client.search_runs([experiment_id]))
+    with pytest.raises(InputError, match="--precision 'fp9': use one of"):
+        launch(
+            SqlUnitOfWork(engine),
+            MlflowLaunchRuns(mlflow_server.uri),
+            LaunchOptions(estimate_id, (sys.executable, job), precision="fp9"),
+        )
+    assert len(mlflow_client.search_runs([experiment_id])) == before  # nothing created
 
 
 def test_launch_refuses_an_unknown_estimate_and_an_empty_command(

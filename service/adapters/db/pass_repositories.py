@@ -31,7 +31,7 @@ from service.domain.values import fields_of
 
 _RUN_FIELDS = (
     "experiment_id", "status", "started_at", "ended_at", "estimate_tag", "throughput",
-    "profile", "compute_seconds",
+    "profile", "compute_seconds", "observed_gpus", "observed_tokens", "observed_precision",
 )  # fmt: skip
 # Links the pass looks up by id each time until reconciled: made by hand, or by an import.
 _BY_ID_LINK_SOURCES = ("manual", "import")
@@ -48,6 +48,9 @@ def _run_values(run: ObservedRun) -> dict[str, object]:
         "throughput": run.throughput,
         "profile": run.profile,
         "compute_seconds": run.compute_seconds,
+        "observed_gpus": run.gpus,
+        "observed_tokens": run.tokens,
+        "observed_precision": run.precision,
     }
 
 
@@ -62,6 +65,9 @@ def _observed(row: MlflowRunRow | StagedRunRow | Any) -> ObservedRun:
         throughput=row.throughput,
         profile=row.profile,
         compute_seconds=row.compute_seconds,
+        gpus=row.observed_gpus,
+        tokens=row.observed_tokens,
+        precision=row.observed_precision,
     )
 
 
@@ -348,4 +354,11 @@ def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
         profile=row.profile,
         note=row.note,
         kind=cast(EstimateKind, row.kind),
+        config_check=row.config_check,
+        planned_gpus=row.planned_gpus,
+        planned_tokens=row.planned_tokens,
+        planned_precision=row.planned_precision,
+        observed_gpus=row.observed_gpus,
+        observed_tokens=row.observed_tokens,
+        observed_precision=row.observed_precision,
     )

@@ -105,6 +105,10 @@ class MlflowRunRow(Base):
     throughput: Mapped[float | None] = mapped_column(Double)
     profile: Mapped[str | None] = mapped_column(String(64))  # logging profile detected
     compute_seconds: Mapped[float | None] = mapped_column(Double)  # from the profile
+    # What the run states about its configuration (0010): not the plan it was tagged with.
+    observed_gpus: Mapped[int | None] = mapped_column(Integer)
+    observed_tokens: Mapped[float | None] = mapped_column(Double)
+    observed_precision: Mapped[str | None] = mapped_column(String(16))
     seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
     pass_id: Mapped[int | None] = mapped_column(Integer)  # the pass that wrote it (no FK: 0009)
 
@@ -135,6 +139,14 @@ class _ReconciliationColumns:
     profile: Mapped[str | None] = mapped_column(String(64))  # where compute time came from
     note: Mapped[str | None] = mapped_column(String(32))  # e.g. overhead_clamped
     kind: Mapped[str] = mapped_column(String(16), server_default="computed")  # the estimate's
+    # Planned against observed configuration (0010); precision above is the one used.
+    config_check: Mapped[str | None] = mapped_column(String(16))
+    planned_gpus: Mapped[int | None] = mapped_column(Integer)
+    planned_tokens: Mapped[float | None] = mapped_column(Double)
+    planned_precision: Mapped[str | None] = mapped_column(String(16))
+    observed_gpus: Mapped[int | None] = mapped_column(Integer)
+    observed_tokens: Mapped[float | None] = mapped_column(Double)
+    observed_precision: Mapped[str | None] = mapped_column(String(16))
 
 
 class ReconciliationRow(_ReconciliationColumns, Base):
@@ -272,6 +284,9 @@ class StagedRunRow(Base):
     throughput: Mapped[float | None] = mapped_column(Double)
     profile: Mapped[str | None] = mapped_column(String(64))
     compute_seconds: Mapped[float | None] = mapped_column(Double)
+    observed_gpus: Mapped[int | None] = mapped_column(Integer)
+    observed_tokens: Mapped[float | None] = mapped_column(Double)
+    observed_precision: Mapped[str | None] = mapped_column(String(16))
     # The estimate the pass resolved the run to (its link, else its tag when the estimate
     # exists): the final transaction turns the new ones into tag links in one statement.
     owner: Mapped[str | None] = mapped_column(String(32))

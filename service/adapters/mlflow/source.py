@@ -302,18 +302,20 @@ class MlflowRunSource:
         )
         history = partial(self._history, info.run_id, data.metrics)
         observables = self._profiles.observe(record, history, fallback_gpus)
-        value = observables.throughput
         return ObservedRun(
             run_id=info.run_id,
-            experiment_id=str(info.experiment_id),
+            experiment_id=experiment_id,
             status=info.status,
             started_at=from_ms(info.start_time),
             ended_at=from_ms(info.end_time),
             estimate_id=data.tags.get(ESTIMATE_TAG) or None,
-            throughput=None if value is None else float(value),
+            throughput=None if observables.throughput is None else float(observables.throughput),
             profile=observables.profile,
             compute_seconds=observables.compute_seconds,
             observables=observables,
+            gpus=observables.gpus,
+            tokens=observables.tokens,
+            precision=observables.precision,
         )
 
     def _listed(self, run: Any, estimate_id: str) -> ObservedRun:

@@ -20,8 +20,10 @@ NeMo/Megatron, torchtitan-style and Reckon's own (see README "Connect your runs"
 
 LAUNCH_HELP = """Run CMD inside an MLflow run linked to estimate ID, without touching the
 training code. The run is created with the tag reckon.estimate_id and the estimate's
-configuration tags; CMD runs with MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID,
-MLFLOW_EXPERIMENT_NAME, MLFLOW_TAGS, MLFLOW_TRACKING_URI and RECKON_ESTIMATE_ID set, so
+configuration as the plan (reckon.planned.*; what the run logs decides its factors);
+--precision P tags what the job trains in and sets RECKON_PRECISION. CMD runs with
+MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID, MLFLOW_EXPERIMENT_NAME, MLFLOW_TAGS,
+MLFLOW_TRACKING_URI and RECKON_ESTIMATE_ID set, so
 MLflow's fluent API and Hugging Face's callback log into it (and the run-context plugin
 tags any run a framework starts itself, as Lightning does). SIGINT/SIGTERM are passed on.
 The run ends FINISHED (exit 0), KILLED (a signal) or FAILED (any other code), and launch
@@ -66,9 +68,18 @@ def import_command(
 )
 @click.option("--estimate", "estimate_id", required=True, help="The estimate the run is for.")
 @click.option("--experiment", default=None, help="MLflow experiment name for the run.")
+@click.option(
+    "--precision",
+    default=None,
+    help="What the job trains in, when its framework does not log it (tagged as observed).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def launch_command(estimate_id: str, experiment: str | None, command: tuple[str, ...]) -> int:
-    outcome = application().loop.launch(estimate_id, command, experiment=experiment)
+def launch_command(
+    estimate_id: str, experiment: str | None, precision: str | None, command: tuple[str, ...]
+) -> int:
+    outcome = application().loop.launch(
+        estimate_id, command, experiment=experiment, precision=precision
+    )
     click.echo(
         f"reckon: run {outcome.run_id} ended {outcome.status} (exit {outcome.exit_code})",
         err=True,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from service.domain import comparison
+from service.domain.configuration import PeakLookup
 from service.domain.errors import ConflictError
 from service.domain.records import ObservedRun, Reconciliation, Skip
 from service.ports import PassLock, UnitOfWork
@@ -64,6 +65,7 @@ class Judgments:
     reconciled: dict[str, Reconciliation] = field(default_factory=dict)  # changed ones
     implausible: dict[str, Skip] = field(default_factory=dict)  # by estimate, latest
     runs: list[Skip] = field(default_factory=list)  # times, unknown estimate, claimed twice
+    peaks: PeakLookup | None = None  # a precision the run trained in other than the plan's
 
     def skips_after(self, scan_skips: Sequence[Skip]) -> list[Skip]:
         """Every skip of the pass, once per run and reason."""
@@ -88,7 +90,9 @@ def judge_page(
     for estimate_id in affected:
         runs = {run.run_id: run for run in stored[estimate_id]}
         runs.update((run.run_id, run) for run in staged[estimate_id])  # the newer copy
-        result, implausible = comparison.judge(plans[estimate_id], list(runs.values()))
+        result, implausible = comparison.judge(
+            plans[estimate_id], list(runs.values()), judgments.peaks
+        )
         if implausible is None:
             judgments.implausible.pop(estimate_id, None)
         else:
@@ -102,11 +106,13 @@ def judge_page(
     uow.staging.record_judgments(pass_id, changed, unchanged)
 
 
-def judge_again(uow: UnitOfWork, pass_id: int, batch_size: int) -> Judgments:
+def judge_again(
+    uow: UnitOfWork, pass_id: int, batch_size: int, peaks: PeakLookup | None = None
+) -> Judgments:
     """Resolve and judge every staged run once more, page by page as the scan did (an
     estimate's last page sees all its runs), against the links and results as they are."""
     uow.staging.forget_judgments(pass_id)
-    judgments = Judgments()
+    judgments = Judgments(peaks=peaks)
     for batch in uow.staging.batches(pass_id, batch_size):
         judge_page(uow, pass_id, batch, judgments)
     return judgments

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from service.domain.configuration import PeakLookup
 from service.domain.errors import ConflictError, ReckonError
 from service.domain.records import PassRecord, Reconciliation, ScanWindow, Skip
 from service.ports import Clock, PassLock, RunSource, UnitOfWork
@@ -44,6 +45,7 @@ class PassOptions:
     trigger: str = "cli"
     write_back: bool = True
     batch_size: int = 1000
+    peaks: PeakLookup | None = None  # the catalog's, for runs in another precision than planned
 
 
 class Refit(Protocol):
@@ -129,7 +131,7 @@ def _locked_pass(
             ahead = refit.prepare(started) if refit is not None else None
             try:
                 scan_skips: list[Skip] = []
-                judgments = Judgments()
+                judgments = Judgments(peaks=options.peaks)
                 runs = admitted(iter(reader), scan_skips)
                 seen = stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
                 record = dataclasses.replace(record, runs_seen=seen)
@@ -208,7 +210,7 @@ def _close(
         if not alone:
             # A link or a reconciliation changed while the pages were judged (`reckon
             # link`, `unlink`, an import): judge every staged run again, in here.
-            judgments = judge_again(uow, pass_id, options.batch_size)
+            judgments = judge_again(uow, pass_id, options.batch_size, options.peaks)
         now = clock.now()
         uow.staging.apply(pass_id, now)
         reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]

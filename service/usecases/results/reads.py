@@ -119,3 +119,7 @@ class Accuracy:
     overall: ScorePair
     groups: tuple[AccuracyGroup, ...]
     retrospective: ScorePair
+    # Forecasts whose runs trained another configuration than planned, and those whose runs
+    # logged none (service.domain.configuration): their error is against the plan either way.
+    config_differs: int = 0
+    config_from_plan: int = 0
