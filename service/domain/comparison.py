@@ -214,6 +214,7 @@ def judge(
         note=OVERHEAD_CLAMPED if clamped and kind == "separate" else None,
         kind=plan.kind,
         config_check=config.check,
+        params=plan.params,
         planned_gpus=plan.gpus,
         planned_tokens=plan.tokens,
         planned_precision=plan.precision,

@@ -124,6 +124,7 @@ class Planned:
     recompute: str | None = None
     p10: float | None = None
     p90: float | None = None
+    params: float | None = None  # active parameters N of 6·N·D
     tokens: float | None = None
     flops: float | None = None
     peak_flops: float | None = None
@@ -141,6 +142,7 @@ class Planned:
             recompute=None if result is None else result.request.recompute,
             p10=None if interval is None else interval.p10,
             p90=None if interval is None else interval.p90,
+            params=None if result is None else result.request.model.params,
             tokens=None if result is None else result.request.model.tokens,
             flops=None if result is None else result.flops,
             peak_flops=None if result is None else result.peak_flops,
@@ -193,6 +195,7 @@ class Reconciliation:
     # are implied at the observed values (the plan's where the run said nothing), `precision`
     # above is the one they were implied at, and the error stays against the plan.
     config_check: str | None = None  # CONFIG_DIFFERS, CONFIG_FROM_PLAN or None (they agree)
+    params: float | None = None  # the estimate's active parameters (a covariate of the refit)
     planned_gpus: int | None = None
     planned_tokens: float | None = None
     planned_precision: str | None = None

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from service.adapters.db import migrate
 from service.adapters.db.engine import make_engine, sqlite_file
@@ -178,3 +179,45 @@ def test_only_a_file_backed_sqlite_url_names_a_file(url: str, expected: Path | N
     engine = make_engine(url)
 
     assert sqlite_file(engine.url) == expected
+
+
+def _row(engine: Engine, table: str, given: dict[str, object]) -> dict[str, object]:
+    """`given`, plus a plain value for every other NOT NULL column without a default."""
+    fillers = {"INTEGER": 1, "FLOAT": 1.0, "DOUBLE": 1.0, "BOOLEAN": False}
+    row = dict(given)
+    for column in inspect(engine).get_columns(table):
+        name, kind = column["name"], str(column["type"]).split("(")[0].upper()
+        if name in row or column["nullable"] or column.get("default") is not None:
+            continue
+        if column.get("autoincrement") is True and name == "id":
+            continue
+        if "TIME" in kind or "DATE" in kind:
+            row[name] = datetime(2026, 11, 1, tzinfo=UTC)
+        else:
+            row[name] = fillers.get(kind.replace(" PRECISION", ""), "x")
+    return row
+
+
+def test_0010_gives_stored_reconciliations_their_estimates_plan(empty_engine: Engine) -> None:
+    migrate.upgrade(empty_engine, "0009")
+    estimate = _row(empty_engine, "estimate", {
+        "id": "e1", "kind": "computed", "gpu": "h100-sxm", "gpus": 64, "precision": "bf16",
+        "params": 7e9, "tokens": 1e12,
+    })  # fmt: skip
+    result = _row(empty_engine, "reconciliation", {"estimate_id": "e1", "run_ids": "r1"})
+    with empty_engine.begin() as connection:
+        for table, row in (("estimate", estimate), ("reconciliation", result)):
+            names = ", ".join(row)
+            marks = ", ".join(f":{name}" for name in row)
+            connection.execute(text(f"INSERT INTO {table} ({names}) VALUES ({marks})"), row)
+
+    migrate.upgrade(empty_engine)
+
+    with empty_engine.connect() as connection:
+        stored = connection.execute(
+            text(
+                "SELECT planned_gpus, planned_tokens, planned_precision, params, observed_gpus, "
+                "config_check FROM reconciliation"
+            )
+        ).one()
+    assert tuple(stored) == (64, 1e12, "bf16", 7e9, None, None)

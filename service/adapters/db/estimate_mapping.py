@@ -100,6 +100,7 @@ def planned(row: Any) -> Planned:
         recompute=row.recompute if computed else None,
         p10=row.wall_seconds_p10 if both else None,
         p90=row.wall_seconds_p90 if both else None,
+        params=row.params if computed else None,
         tokens=row.tokens if computed else None,
         flops=row.flops if computed else None,
         peak_flops=row.peak_flops if computed else None,

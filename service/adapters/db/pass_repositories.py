@@ -354,6 +354,7 @@ def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
         profile=row.profile,
         note=row.note,
         kind=cast(EstimateKind, row.kind),
+        params=row.params,
         config_check=row.config_check,
         planned_gpus=row.planned_gpus,
         planned_tokens=row.planned_tokens,

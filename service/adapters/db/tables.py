@@ -141,6 +141,7 @@ class _ReconciliationColumns:
     kind: Mapped[str] = mapped_column(String(16), server_default="computed")  # the estimate's
     # Planned against observed configuration (0010); precision above is the one used.
     config_check: Mapped[str | None] = mapped_column(String(16))
+    params: Mapped[float | None] = mapped_column(Double)  # the estimate's, for the refit
     planned_gpus: Mapped[int | None] = mapped_column(Integer)
     planned_tokens: Mapped[float | None] = mapped_column(Double)
     planned_precision: Mapped[str | None] = mapped_column(String(16))
