@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from service.calibration import backtest, fit, gate
+from service.calibration import backtest, fit, gate, scaling
 from service.calibration.model import (
     PRIOR_KEY,
     Z90,
@@ -51,11 +51,21 @@ class Job:
     overhead: float | None
     oracle_effective: float
     tag: str = ""
+    # The job's scale (issue 20's transfer replays, bench/bench_transfer.py): accelerators,
+    # active parameters and tokens reach the refit as covariates; sequence length and global
+    # batch in tokens are recorded, not yet used.
+    gpus: int | None = None
+    params: float | None = None
+    tokens: float | None = None
+    seq_len: int | None = None
+    global_batch_tokens: float | None = None
 
     def observation(self) -> Observation:
         return Observation(
             self.gpu, self.precision, self.recompute, self.ended_at, self.started_at,
             self.effective, self.utilization, self.overhead,
+            gpus=None if self.gpus is None else float(self.gpus), params=self.params,
+            tokens=self.tokens,
         )  # fmt: skip
 
 
@@ -219,6 +229,7 @@ def replay(
                     active, active_made, has_active = candidate, night, True
             night += timedelta(days=1)
         chosen = choose(active, job.gpu, job.precision, job.recompute, RAW)
+        chosen = scaling.at_scale(chosen, job.gpus, job.params)  # as a live estimate is
         predictions.append(
             Prediction(
                 job=job,

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
+from service.calibration import scaling
 from service.calibration.fit import fit_weighted, recency_weights
 from service.calibration.intervals import Residuals
 from service.calibration.model import (
@@ -268,29 +269,42 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
     predicted/observed wall = observed e / predicted E."""
     combos, which = np.unique(targets.combination(), return_inverse=True)
     log_e = np.empty(combos.size)
+    log_u = np.empty(combos.size)
     low = np.empty(combos.size)
     high = np.empty(combos.size)
     level_of: list[str] = []
     key_of: list[str] = []
+    slopes_of: list[scaling.Slopes] = []
     for i, combination in enumerate(combos.tolist()):
         chosen = lookup(factors, *targets.names_of(combination))
-        log_e[i], low[i], high[i] = (
-            math.log(chosen.effective),
-            chosen.log_sigma_low,
-            chosen.log_sigma_high,
-        )
+        log_e[i], log_u[i] = math.log(chosen.effective), math.log(chosen.utilization)
+        low[i], high[i] = chosen.log_sigma_low, chosen.log_sigma_high
         level_of.append(chosen.level)
         key_of.append(chosen.segment)
-    log_ratio: FloatArray = np.log(targets.effective_utilization) - log_e[which]
+        slopes_of.append(scaling.NONE if chosen.fallback else scaling.entry_slopes(chosen))
+    # Each target at its own scale (as `at_scale` moves a live estimate): u never above 1.
+    target_log_e, variance = log_e[which], np.zeros(len(targets))
+    if any(slopes.any for slopes in slopes_of):
+        logs = np.column_stack([np.log(targets.gpus), np.log(targets.params)])
+        for i, slopes in enumerate(slopes_of):
+            if slopes.any:
+                mine = which == i
+                change, variance[mine] = scaling.shift(slopes, logs[mine])
+                moved = np.minimum(log_u[i] + change, 0.0) - log_u[i]
+                target_log_e[mine] = log_e[i] + moved
+    widened = variance > 0  # the slopes' own uncertainty; none without a slope
+    low_t = np.where(widened, np.sqrt(low[which] ** 2 + variance), low[which])
+    high_t = np.where(widened, np.sqrt(high[which] ** 2 + variance), high[which])
+    log_ratio: FloatArray = np.log(targets.effective_utilization) - target_log_e
     # log_ratio < 0: observed longer than predicted, judged against the upper side.
-    inside = (log_ratio <= Z90 * low[which]) & (-log_ratio <= Z90 * high[which])
+    inside = (log_ratio <= Z90 * low_t) & (-log_ratio <= Z90 * high_t)
     return TargetErrors(
         np.empty(0, np.intp),
         log_ratio,
         inside,
         tuple(level_of[i] for i in which.tolist()),
-        low[which],
-        high[which],
+        low_t,
+        high_t,
         tuple(key_of[i] for i in which.tolist()),
     )
 

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from service.calibration import model as factor_model
+from service.calibration import scaling
 from service.calibration.model import FactorSet, Prior, SegmentFactors
 from service.domain.hardware import Catalog
 from service.domain.requests import compute
@@ -23,14 +24,18 @@ class Calibrated:
     interval: Interval
     factors: SegmentFactors
     factor_set: int | None
+    # What of the request lies outside the runs its factors were fitted on, as sentences
+    # ("4,096 GPUs, history 8–1,024"); empty when inside (service.calibration.scaling).
+    extrapolated: tuple[str, ...] = ()
 
 
 def calibrated_estimate(
     catalog: Catalog, request: EstimateRequest, chosen_set: FactorSet | None, prior: Prior
 ) -> Calibrated:
     """With the chosen factor set (without one, the published prior with its deliberately
-    wide range). A fitted utilization above 1 (a sign of a wrong peak in the catalog) is
-    capped at 1."""
+    wide range), moved to the request's GPU count and model size by the set's scale slopes
+    (service.calibration.scaling). A fitted utilization above 1 (a sign of a wrong peak in
+    the catalog) is capped at 1."""
     segments = (
         chosen_set.segments
         if chosen_set is not None
@@ -40,6 +45,9 @@ def calibrated_estimate(
     factors = factor_model.choose(
         segments, hardware.gpu, hardware.precision, request.recompute, request.factors
     )
+    model = request.model
+    outside = scaling.extrapolation(factors, hardware.gpus, model.params, model.tokens)
+    factors = scaling.at_scale(factors, hardware.gpus, model.params)
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = compute(catalog, dataclasses.replace(request, factors=fitted))
     return Calibrated(
@@ -47,4 +55,5 @@ def calibrated_estimate(
         interval=factor_model.interval(result.wall_seconds, factors),
         factors=factors,
         factor_set=None if chosen_set is None else chosen_set.version,
+        extrapolated=outside,
     )

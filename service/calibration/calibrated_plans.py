@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from service.calibration import scaling
 from service.calibration.model import SegmentFactors, choose, interval, wall_quantile
 from service.domain import flops
 from service.domain.errors import InputError
@@ -27,6 +28,7 @@ class CalibratedWall:
     interval: Interval
     confidence: float
     wall_seconds_at_confidence: float
+    extrapolated: tuple[str, ...] = ()  # outside the runs fitted on (see Calibrated)
 
 
 @dataclass(frozen=True)
@@ -143,12 +145,24 @@ def _row_wall(
         factors = dataclasses.replace(factors, utilization=varied.factors.utilization)
     elif variable == "overhead":
         factors = dataclasses.replace(factors, overhead=varied.factors.overhead)
-    return _wall_with(varied, peak(hardware.gpu, hardware.precision), factors, 0.5)
+    peak_flops = peak(hardware.gpu, hardware.precision)
+    return _wall_with(varied, peak_flops, factors, 0.5, scaled=variable != "utilization")
 
 
 def _wall_with(
-    request: EstimateRequest, peak_flops: float, factors: SegmentFactors, confidence: float
+    request: EstimateRequest,
+    peak_flops: float,
+    factors: SegmentFactors,
+    confidence: float,
+    *,
+    scaled: bool = True,
 ) -> CalibratedWall:
+    """The request's wall time with the entry's factors moved to its own GPU count and
+    model size (service.calibration.scaling; `scaled=False`: a utilization the planner gave)."""
+    gpus, model = request.hardware.gpus, request.model
+    outside = scaling.extrapolation(factors, gpus, model.params, model.tokens)
+    if scaled:
+        factors = scaling.at_scale(factors, gpus, model.params)
     # A fitted utilization above 1 means a wrong peak in the catalog: capped, as estimates do.
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = flops.estimate(dataclasses.replace(request, factors=fitted), peak_flops)
@@ -158,6 +172,7 @@ def _wall_with(
         interval=interval(result.wall_seconds, factors),
         confidence=confidence,
         wall_seconds_at_confidence=wall_quantile(result.wall_seconds, factors, confidence),
+        extrapolated=outside,
     )
 
 

@@ -62,6 +62,15 @@ class FitParameters:
     change_z: float = 3.25
     change_discount: float = 0.05  # weight multiplier for runs before a detected change
     thin_n: int = 10  # below this many runs, a segment's range is never narrower than its parent's
+    # Scale slopes (service.calibration.scaling): a slope needs this many runs that know its
+    # covariate, this much spread of it within segments (log units: 0.35 ≈ a factor 1.4),
+    # and |slope| of at least this many standard errors.
+    min_slope_n: int = 20
+    min_slope_spread: float = 0.35
+    slope_z: float = 3.0
+    # ... and must matter: at least this change of log utilization over one within-segment
+    # standard deviation of its covariate (a 2% effect is below what a plan can use).
+    min_slope_effect: float = 0.02
 
     def __post_init__(self) -> None:
         require_positive(self.half_life_days, "half_life_days")
@@ -102,6 +111,21 @@ class SegmentFactors:
     log_sigma_low: float
     log_sigma_high: float
     fallback: bool = False
+    # Scale (service.calibration.scaling): the levels are at the reference GPU count and
+    # parameter count (logs); slopes of log utilization on their logs, 0 where unsupported.
+    gpus_slope: float = 0.0
+    gpus_slope_se: float = 0.0
+    log_gpus_reference: float = 0.0
+    params_slope: float = 0.0
+    params_slope_se: float = 0.0
+    log_params_reference: float = 0.0
+    # The GPU counts, parameter counts and tokens of the runs the entry was fitted on.
+    gpus_min: float | None = None
+    gpus_max: float | None = None
+    params_min: float | None = None
+    params_max: float | None = None
+    tokens_min: float | None = None
+    tokens_max: float | None = None
 
     @property
     def effective(self) -> float:
@@ -276,8 +300,8 @@ def choose(
     requested: Factors,
 ) -> SegmentFactors:
     """What a calibrated estimate uses: `lookup`'s entry, except that a segment that fell
-    back (calibration backtested worse than raw there) gets the planner's `requested`
-    factors, with the stored (prior-wide) spread and the fallback flag kept."""
+    back to raw (calibration backtested worse than raw there) gets the planner's
+    `requested` factors, with the stored (prior-wide) spread and the fallback flag kept."""
     chosen = lookup(factors, gpu, precision, recompute)
     if not chosen.fallback:
         return chosen

@@ -26,6 +26,11 @@ class Observation:
     effective_utilization: float  # u·(1−f); always present
     utilization: float | None  # only when the run logged throughput
     overhead: float | None  # only with throughput
+    # The job's scale, where known (covariates of the factor model): GPU count, active
+    # parameters, tokens trained.
+    gpus: float | None = None
+    params: float | None = None
+    tokens: float | None = None
 
     def __post_init__(self) -> None:
         if self.ended_at.tzinfo is None or self.started_at.tzinfo is None:
@@ -44,7 +49,8 @@ class Observation:
 @dataclass(frozen=True, eq=False)
 class ObservationArrays:
     """Observations as columns, for big histories: integer codes into the name tuples, times
-    in seconds since the Unix epoch (UTC), NaN utilization/overhead where no throughput."""
+    in seconds since the Unix epoch (UTC), NaN utilization/overhead where no throughput, NaN
+    GPU count, parameters and tokens where unknown."""
 
     gpu_names: tuple[str, ...]
     precision_names: tuple[str, ...]
@@ -57,12 +63,16 @@ class ObservationArrays:
     effective_utilization: FloatArray
     utilization: FloatArray
     overhead: FloatArray
+    gpus: FloatArray
+    params: FloatArray
+    tokens: FloatArray
 
     def __post_init__(self) -> None:
         columns = (
             *(self.gpu, self.precision, self.recompute),
             *(self.started_at, self.ended_at),
             *(self.effective_utilization, self.utilization, self.overhead),
+            *(self.gpus, self.params, self.tokens),
         )
         if any(column.ndim != 1 or column.size != len(self) for column in columns):
             raise ValueError("observation columns must be 1-D and of equal length")
@@ -108,6 +118,9 @@ class ObservationArrays:
             effective_utilization=floats([o.effective_utilization for o in observations]),
             utilization=floats([o.utilization for o in observations]),
             overhead=floats([o.overhead for o in observations]),
+            gpus=floats([o.gpus for o in observations]),
+            params=floats([o.params for o in observations]),
+            tokens=floats([o.tokens for o in observations]),
         )
 
     def take(self, rows: IntArray) -> ObservationArrays:
@@ -124,6 +137,9 @@ class ObservationArrays:
             effective_utilization=self.effective_utilization[rows],
             utilization=self.utilization[rows],
             overhead=self.overhead[rows],
+            gpus=self.gpus[rows],
+            params=self.params[rows],
+            tokens=self.tokens[rows],
         )
 
     def combination(self) -> IntArray:

@@ -99,6 +99,7 @@ def plan_answer_view(answer: PlanAnswer) -> JSON:
         "factor_source": wall.factors.level,
         "factor_segment": wall.factors.segment,
         "fallback": wall.factors.fallback,
+        "extrapolated": list(wall.extrapolated),
     }
 
 
@@ -245,6 +246,7 @@ def calibrated_view(result: Calibrated) -> JSON:
         "factor_n": factors.n,
         "combined_only": factors.combined_only,
         "fallback": factors.fallback,
+        "extrapolated": list(result.extrapolated),
     }
 
 

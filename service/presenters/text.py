@@ -19,6 +19,7 @@ from service.presenters.wording import (
     not_fallen_back_note,
     projected_finish,
     running_line,
+    slope_lines,
 )
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ def answer_text(answer: Answer) -> str:
             f" (n = {factors.n})"
             + (" - combined factor only: no run logged throughput" if factors.combined_only else "")
         )
+        if fitted.extrapolated:
+            lines.append(extrapolated_line(fitted.extrapolated))
     return "\n".join(lines)
 
 
@@ -117,7 +120,12 @@ def plan_answer_text(answer: PlanAnswer) -> str:
         f"{format_duration(wall.interval.p50)} / {format_duration(wall.interval.p90)}\n"
         f"  factors from     {source}, {wall.factors.level} level '{wall.factors.segment}'"
         + (" (fell back to raw: calibration did not beat it here)" if wall.factors.fallback else "")
+        + (f"\n{extrapolated_line(wall.extrapolated)}" if wall.extrapolated else "")
     )
+
+
+def extrapolated_line(said: tuple[str, ...]) -> str:
+    return f"  extrapolated     {'; '.join(said)} (beyond the runs the factors were fitted on)"
 
 
 def sensitivity_text(table: Sensitivity) -> str:
@@ -285,6 +293,7 @@ def factors_text(answer: FactorsAnswer) -> str:
         lines.append(
             f"{item.segment:<26} {item.level:<9} {utilization:<24} {overhead:<22} {item.n:>5}{note}"
         )
+    lines += [f"scale: {line}" for line in slope_lines(segments)]
     return "\n".join(lines)
 
 

@@ -10,9 +10,12 @@ from service.domain.records import Reconciliation, RunningProjection
 from service.domain.units import format_duration
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from service.calibration.model import FactorSet, SegmentFactors
     from service.usecases.results.reads import Accuracy, NotFallenBack
 
+_Z95 = 1.6448536269514722  # a two-sided 90% range: ±1.645 standard errors
 NO_FACTOR_SET = "no factor set yet: calibrated estimates use the published prior"
 
 
@@ -124,3 +127,26 @@ def _configuration(gpus: int | None, tokens: float | None, precision: str | None
         precision,
     ]
     return ", ".join(part for part in parts if part) or "nothing"
+
+
+def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
+    """The set's scale slopes as a planner reads them: "-8.0% per doubling of GPUs (90%
+    range -9.9%..-6.0%), fitted over 8-256 GPUs"; the slopes are shared, so "*" says it."""
+    shared = next((item for item in segments if item.segment == "*"), None)
+    if shared is None:
+        return []
+    found = []
+    for what, slope, se, low, high in (
+        ("GPUs", shared.gpus_slope, shared.gpus_slope_se, shared.gpus_min, shared.gpus_max),
+        ("parameters", shared.params_slope, shared.params_slope_se, shared.params_min,
+         shared.params_max),
+    ):  # fmt: skip
+        if slope == 0.0:
+            continue
+        per, lo, hi = (100.0 * (2.0 ** (slope + z * se) - 1.0) for z in (0.0, -_Z95, _Z95))
+        span = "" if low is None or high is None else f", fitted over {low:,.3g}-{high:,.3g}"
+        found.append(
+            f"{per:+.1f}% utilization per doubling of {what} (90% range {lo:+.1f}%..{hi:+.1f}%)"
+            f"{span}"
+        )
+    return found

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -34,18 +35,25 @@ def simulate(
     seed: int = 3,
     days: float = 200.0,
     with_throughput: bool = True,
+    gpu_counts: Sequence[int] = (4096,),
+    gpu_slope: float = 0.0,
 ) -> int:
     """Store `runs_per_segment` reconciled estimates per segment (planned at u = 0.4,
-    overhead 0) whose runs behaved with the true factors and 8% noise; returns the count."""
+    overhead 0) whose runs behaved with the true factors and 8% noise; returns the count.
+    The runs take the `gpu_counts` in turn (tokens in proportion), their utilization ×
+    (GPUs / 64) ** `gpu_slope`."""
     rng = np.random.default_rng(seed)
     count = 0
     items = []
     for truth in truths:
         for i in range(runs_per_segment):
             started = START + timedelta(days=days * i / runs_per_segment, hours=count)
-            result = an_estimate(gpu=truth.gpu, precision=truth.precision, gpus=4096)
+            gpus = gpu_counts[i % len(gpu_counts)]
+            tokens = 1e12 * gpus / 4096  # the same wall time at every scale
+            result = an_estimate(gpu=truth.gpu, precision=truth.precision, gpus=gpus, tokens=tokens)
             saved = registry.save(SqlUnitOfWork(engine), result, now=started)
-            u = truth.utilization * float(rng.lognormal(0.0, 0.08))
+            scale = (gpus / 64) ** gpu_slope
+            u = truth.utilization * scale * float(rng.lognormal(0.0, 0.08))
             f = min(max(truth.overhead + float(rng.normal(0.0, 0.02)), 0.01), 0.6)
             compute = result.flops / (result.request.hardware.gpus * result.peak_flops * u)
             wall = compute / (1.0 - f)

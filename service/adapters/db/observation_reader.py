@@ -18,6 +18,7 @@ from sqlalchemy import (
     literal,
     select,
 )
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -41,6 +42,7 @@ _TIMES = ("started_at", "ended_at")
 
 
 _FLOATS = ("effective", "utilization", "overhead")
+_SCALE = ("gpus", "params", "tokens")  # 0 where unknown: NaN in the arrays
 
 # gpu, precision and recompute come as one text per row (fewer objects to make and hash:
 # a million rows repeat a few hundred combinations), split again per distinct combination.
@@ -72,6 +74,7 @@ def build_observations(
         ("segment", object),
         *((name, time_type) for name in _TIMES),
         *((name, np.float64) for name in _FLOATS),
+        *((name, np.float64) for name in _SCALE),
     ]
     table = np.fromiter(rows, dtype=np.dtype(fields), count=len(rows))
     started, ended = (_seconds(table[name]) for name in _TIMES)
@@ -129,6 +132,10 @@ def observation_query(
         # No throughput: 0 and 1 are outside what a split may be, so `_arrays` drops them.
         func.coalesce(RECON_COLUMNS.implied_utilization, 0.0),
         func.coalesce(RECON_COLUMNS.implied_overhead, 1.0),
+        # What ran (observed), else the plan; 0 when neither is known (before 0010).
+        sql_cast(func.coalesce(RECON_COLUMNS.observed_gpus, RECON_COLUMNS.planned_gpus, 0), Double),
+        func.coalesce(RECON_COLUMNS.params, 0.0),
+        func.coalesce(RECON_COLUMNS.observed_tokens, RECON_COLUMNS.planned_tokens, 0.0),
     ).where(*observation_conditions(dialect, since, scan=True))
 
 
@@ -218,6 +225,9 @@ def _arrays(
     unusable = ~((utilization > 0) & (overhead < 1))  # NaN compares false: also unusable
     utilization[unusable] = np.nan
     overhead[unusable] = np.nan
+    gpus, params, tokens = (table[name][order] for name in _SCALE)
+    for column in (gpus, params, tokens):
+        column[~(column > 0)] = np.nan
     return ObservationArrays(
         gpu_names=cast(tuple[str, ...], gpu_names),
         precision_names=cast(tuple[str, ...], precision_names),
@@ -230,6 +240,9 @@ def _arrays(
         effective_utilization=effective,
         utilization=utilization,
         overhead=overhead,
+        gpus=gpus,
+        params=params,
+        tokens=tokens,
     )
 
 

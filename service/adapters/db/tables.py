@@ -263,6 +263,19 @@ class SegmentFactorRow(Base):
     log_sigma_low: Mapped[float] = mapped_column(Double)
     log_sigma_high: Mapped[float] = mapped_column(Double)
     fallback: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # Scale slopes and the ranges of the runs fitted on (0011; service.calibration.scaling).
+    gpus_slope: Mapped[float] = mapped_column(Double, server_default="0")
+    gpus_slope_se: Mapped[float] = mapped_column(Double, server_default="0")
+    log_gpus_reference: Mapped[float] = mapped_column(Double, server_default="0")
+    params_slope: Mapped[float] = mapped_column(Double, server_default="0")
+    params_slope_se: Mapped[float] = mapped_column(Double, server_default="0")
+    log_params_reference: Mapped[float] = mapped_column(Double, server_default="0")
+    gpus_min: Mapped[float | None] = mapped_column(Double)
+    gpus_max: Mapped[float | None] = mapped_column(Double)
+    params_min: Mapped[float | None] = mapped_column(Double)
+    params_max: Mapped[float | None] = mapped_column(Double)
+    tokens_min: Mapped[float | None] = mapped_column(Double)
+    tokens_max: Mapped[float | None] = mapped_column(Double)
 
     __table_args__ = (UniqueConstraint("factor_set_id", "segment"),)
 
