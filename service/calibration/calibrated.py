@@ -46,8 +46,7 @@ def calibrated_estimate(
         segments, hardware.gpu, hardware.precision, request.recompute, request.factors
     )
     model = request.model
-    outside = scaling.extrapolation(factors, hardware.gpus, model.params, model.tokens)
-    factors = scaling.at_scale(factors, hardware.gpus, model.params)
+    factors, outside = scaling.for_job(factors, hardware.gpus, model.params, model.tokens)
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = compute(catalog, dataclasses.replace(request, factors=fitted))
     return Calibrated(

@@ -159,10 +159,10 @@ def _wall_with(
 ) -> CalibratedWall:
     """The request's wall time with the entry's factors moved to its own GPU count and
     model size (service.calibration.scaling; `scaled=False`: a utilization the planner gave)."""
-    gpus, model = request.hardware.gpus, request.model
-    outside = scaling.extrapolation(factors, gpus, model.params, model.tokens)
-    if scaled:
-        factors = scaling.at_scale(factors, gpus, model.params)
+    model = request.model
+    factors, outside = scaling.for_job(
+        factors, request.hardware.gpus, model.params, model.tokens, move=scaled
+    )
     # A fitted utilization above 1 means a wrong peak in the catalog: capped, as estimates do.
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = flops.estimate(dataclasses.replace(request, factors=fitted), peak_flops)

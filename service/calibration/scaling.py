@@ -36,12 +36,11 @@ _IRLS_STEPS = 4
 @dataclass(frozen=True)
 class Slopes:
     """Fitted slopes per covariate (0 where the data do not support one), their standard
-    errors, the reference (log) values the levels are at, and the rows they were fitted on."""
+    errors and the reference (log) values the levels are at."""
 
     slope: tuple[float, ...] = (0.0, 0.0)
     se: tuple[float, ...] = (0.0, 0.0)
     reference: tuple[float, ...] = (0.0, 0.0)
-    n: int = 0
 
     @property
     def any(self) -> bool:
@@ -102,7 +101,7 @@ def fit_slopes(data: ObservationArrays, weights: FloatArray, params: FitParamete
                 slope[covariate] = float(np.clip(beta[k] * shrink, -MAX_SLOPE, MAX_SLOPE))
                 error[covariate] = float(se[k])
                 ref[covariate] = float(reference[k])
-            return Slopes(tuple(slope), tuple(error), tuple(ref), int(rows.size))
+            return Slopes(tuple(slope), tuple(error), tuple(ref))
         active = [active[k] for k in supported]
     return NONE
 
@@ -332,6 +331,21 @@ def at_scale(entry: SegmentFactors, gpus: float | None, params: float | None) ->
         log_sigma_low=math.sqrt(entry.log_sigma_low**2 + variance),
         log_sigma_high=math.sqrt(entry.log_sigma_high**2 + variance),
     )
+
+
+def for_job(
+    entry: SegmentFactors,
+    gpus: float | None,
+    params: float | None,
+    tokens: float | None,
+    *,
+    move: bool = True,
+) -> tuple[SegmentFactors, tuple[str, ...]]:
+    """What an estimate or plan uses for a job of this size: the entry at its scale (left
+    as it is with `move=False`: a utilization the planner gave) and what of the job lies
+    outside the runs the entry was fitted on."""
+    outside = extrapolation(entry, gpus, params, tokens)
+    return (at_scale(entry, gpus, params) if move else entry), outside
 
 
 def _log(value: float | None) -> float:
