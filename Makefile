@@ -30,8 +30,8 @@ demo: $(VENV)/.dev-installed
 	$(BIN)/python -m demo
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check service migrations tests bench demo
-	$(BIN)/ruff format --check service migrations tests bench demo
+	$(BIN)/ruff check service migrations tests bench demo plugin
+	$(BIN)/ruff format --check service migrations tests bench demo plugin
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -44,8 +44,18 @@ class MlflowServer:
     `start()` can be repeated: the port and the database stay the same, so a test can take
     MLflow away mid-pass and bring it back with its runs intact."""
 
-    def __init__(self, root: Path, *, host: str = "127.0.0.1", port: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        admin_password: str | None = None,
+    ) -> None:
+        """With `admin_password`, the server runs MLflow's basic-auth app: user `admin` with
+        that password, every other user READ by default (MLflow's own default)."""
         self.root = root
+        self.admin_password = admin_password
         self.host = host
         self.port = port or free_port(host)
         self.log_path = root / "server.log"
@@ -55,6 +65,10 @@ class MlflowServer:
     @property
     def uri(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def uri_as(self, user: str, password: str) -> str:
+        """The address with credentials in it, written as users write them (not encoded)."""
+        return f"http://{user}:{password}@{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -75,7 +89,25 @@ class MlflowServer:
             str(self.port),
             "--workers",
             "1",
+            *(["--app-name", "basic-auth"] if self.admin_password is not None else []),
         ]
+
+    def _auth_environment(self) -> dict[str, str]:
+        if self.admin_password is None:
+            return {}
+        config = self.root / "basic_auth.ini"
+        config.write_text(
+            "[mlflow]\n"
+            "default_permission = READ\n"
+            f"database_uri = sqlite:///{self.root / 'basic_auth.db'}\n"
+            "admin_username = admin\n"
+            "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        )
+        return {
+            "MLFLOW_AUTH_CONFIG_PATH": str(config),
+            "MLFLOW_AUTH_ADMIN_PASSWORD": self.admin_password,
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": uuid.uuid4().hex,
+        }
 
     def start(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         if self.running:
@@ -84,7 +116,11 @@ class MlflowServer:
         command = self.command()
         # The defaults start ~15 processes and ~2.4 GB; one worker and no job runner is
         # enough for tests (docs/contract.md §8).
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        env = {
+            **os.environ,
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            **self._auth_environment(),
+        }
         started = time.monotonic()
         with self.log_path.open("ab") as log:
             # A new session, so stop() can signal the whole group (gunicorn/uvicorn workers).

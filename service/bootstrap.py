@@ -197,6 +197,7 @@ def _policy(settings: Settings) -> Policy:
         schedule=settings.schedule,
         timezone=settings.timezone,
         api_token=settings.api_token,
+        max_request_bytes=settings.max_request_bytes,
         experiments=tuple(settings.experiment_list),
         mlflow_tracking_uri=settings.mlflow_tracking_uri,
     )

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     schedule: str = "0 2 * * *"
     timezone: str = "UTC"
     api_token: str | None = None
+    # A request body larger than this is refused (413) before it is read.
+    max_request_bytes: int = Field(default=1_048_576, ge=1_024, le=1_073_741_824)
     throughput_metric: str = "tokens_per_second"
     profiles_file: Path | None = None  # TOML: in-house trainers' metric names (service.profiles)
     lookback_hours: float = Field(default=48.0, ge=0, le=24 * 365 * 10)

@@ -17,6 +17,7 @@ from service.domain.records import (
     ScanWindow,
     SchemaStatus,
     Skip,
+    TagsOwed,
 )
 
 if TYPE_CHECKING:  # the refit's types need numpy; the ports are imported at start-up
@@ -62,6 +63,11 @@ class RunSource(Protocol):
 
     def ping(self) -> None:
         """Raise UnavailableError unless the source answers."""
+        ...
+
+    def missing_experiments(self) -> list[str]:
+        """Configured experiments the source does not have (or has deleted), as found by
+        the calls made so far: they were read without, never a failed call."""
         ...
 
     def finished_runs(
@@ -113,8 +119,22 @@ class LinkStore(Protocol):
         self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime
     ) -> None: ...
 
-    def remove(self, estimate_id: str, run_id: str) -> bool:
+    def remove(self, estimate_id: str, run_id: str, removed_at: datetime) -> bool:
         """Drop this link; False when there was none."""
+        ...
+
+    def version(self) -> int:
+        """The links' version: bumped by every `add`, `add_many` and `remove` (link, import,
+        unlink), never by a pass's own tag links. O(1)."""
+        ...
+
+    def unlinked_since(self, version: int) -> set[str]:
+        """The runs unlinked after `version`: a tag a pass read before counts no more."""
+        ...
+
+    def prune_changes(self) -> None:
+        """Forget the change log but its newest entry (a pass opening: no older version
+        is compared any more)."""
         ...
 
 
@@ -159,10 +179,6 @@ class StagingStore(Protocol):
     def apply(self, pass_id: int, now: datetime) -> None:
         """Store the staged runs, add their new tag links (existing links win) and store
         the staged reconciliations."""
-        ...
-
-    def marker(self) -> tuple[object, ...]:
-        """A value that changes whenever links or reconciliations change."""
         ...
 
     def clear(self, pass_id: int | None = None) -> None: ...
@@ -273,9 +289,9 @@ class OutboxStore(Protocol):
 
     def written(self, run_ids: Sequence[str]) -> None: ...
 
-    def failed(self, run_ids: Sequence[str], error: str) -> None: ...
+    def failed(self, run_ids: Sequence[str], error: str, *, blocked: bool = False) -> None: ...
 
-    def count(self) -> int: ...
+    def owed(self) -> TagsOwed: ...
 
 
 class PassLock(Protocol):

@@ -17,6 +17,7 @@ from service.adapters.db import migrate
 from service.adapters.db.engine import make_engine
 from service.adapters.db.tables import Base
 from tests.databases import DIALECTS, empty_database, postgres_base_url
+from tests.mlflow_auth import ADMIN_PASSWORD
 
 
 def _dialect_params() -> list[object]:
@@ -82,6 +83,26 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
             yield server
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def auth_mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """One server of MLflow's basic-auth app for the whole suite (started by the first test
+    that asks): admin / tests.mlflow_auth.ADMIN_PASSWORD, other accounts READ by default."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in CLIENT_ENVIRONMENT.items():
+            env.setenv(name, value)
+        server = MlflowServer(tmp_path_factory.mktemp("mlflow-auth"), admin_password=ADMIN_PASSWORD)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def admin_client(auth_mlflow_server: MlflowServer) -> MlflowClient:
+    return MlflowClient(tracking_uri=auth_mlflow_server.uri_as("admin", ADMIN_PASSWORD))
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from service.domain.records import (
     ScanWindow,
     SchemaStatus,
     Skip,
+    TagsOwed,
 )
 
 
@@ -51,6 +52,8 @@ class _State:
     watermark: datetime | None = None
     factor_sets: dict[int, FactorSet] = field(default_factory=dict)
     outbox: dict[str, tuple[PendingTags, int]] = field(default_factory=dict)  # run -> (, attempts)
+    blocked: dict[str, str] = field(default_factory=dict)  # run -> MLflow's refusal (401/403)
+    link_changes: list[tuple[str, str | None]] = field(default_factory=list)  # (change, run)
 
 
 class FakeUnitOfWork:
@@ -134,17 +137,31 @@ class _Links:
         return sorted(r for r, (e, _source) in self.state.links.items() if e == estimate_id)
 
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
-        self.add_many([(estimate_id, run_id)], source, created_at)
+        self.state.links.setdefault(run_id, (estimate_id, source))
+        self.state.link_changes.append(("link", run_id))
 
     def add_many(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
         for estimate_id, run_id in pairs:  # a run already linked keeps its estimate
             self.state.links.setdefault(run_id, (estimate_id, source))
+        if pairs:
+            self.state.link_changes.append(("import", None))
 
-    def remove(self, estimate_id: str, run_id: str) -> bool:
+    def remove(self, estimate_id: str, run_id: str, removed_at: datetime) -> bool:
         if self.estimate_for_run(run_id) != estimate_id:
             return False
         del self.state.links[run_id]
+        self.state.link_changes.append(("unlink", run_id))
         return True
+
+    def version(self) -> int:
+        return len(self.state.link_changes)
+
+    def unlinked_since(self, version: int) -> set[str]:
+        later = self.state.link_changes[version:]
+        return {run_id for change, run_id in later if change == "unlink" and run_id}
+
+    def prune_changes(self) -> None:
+        pass  # the fake keeps its short log: versions are its length
 
 
 @dataclass
@@ -216,13 +233,6 @@ class _Staging:
                 self.state.links.setdefault(run.run_id, (owner, "tag"))
         _Reconciliations(self.state).save_many(
             list(self.state.judged.get(pass_id, {}).values()), pass_id=pass_id, now=now
-        )
-
-    def marker(self) -> tuple[object, ...]:
-        return (
-            tuple(sorted(self.state.links.items())),
-            tuple(sorted(self.state.reconciled_at.items())),
-            len(self.state.reconciliations),
         )
 
     def clear(self, pass_id: int | None = None) -> None:
@@ -411,13 +421,18 @@ class _Outbox:
         for run_id in run_ids:
             self.state.outbox.pop(run_id, None)
 
-    def failed(self, run_ids: Sequence[str], error: str) -> None:
+    def failed(self, run_ids: Sequence[str], error: str, *, blocked: bool = False) -> None:
         for run_id in run_ids:
             item, attempts = self.state.outbox[run_id]
             self.state.outbox[run_id] = (item, attempts + 1)
+            if blocked:
+                self.state.blocked[run_id] = error
+            else:
+                self.state.blocked.pop(run_id, None)
 
-    def count(self) -> int:
-        return len(self.state.outbox)
+    def owed(self) -> TagsOwed:
+        blocked = [self.state.blocked[r] for r in self.state.outbox if r in self.state.blocked]
+        return TagsOwed(len(self.state.outbox), len(blocked), blocked[0] if blocked else None)
 
 
 def _observation(item: Reconciliation) -> Observation:
@@ -501,6 +516,9 @@ class FakeRunSource:
 
     def ping(self) -> None:
         self._check()
+
+    def missing_experiments(self) -> list[str]:
+        return []
 
     def finished_runs(
         self,

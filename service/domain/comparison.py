@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from service.domain import bounds
 from service.domain.configuration import Configuration, PeakLookup
@@ -38,6 +38,13 @@ IMPLAUSIBLE_FACTORS = "implausible_factors"
 MIN_UTILIZATION = 0.005
 MAX_OVERHEAD = 0.95
 UNSTORABLE = "unstorable_value"
+MISSING_EXPERIMENT = "missing_experiment"
+IMPLAUSIBLE_TIMES = "implausible_times"
+# No GPU training run Reckon judges started before this, or ran longer than this: times
+# beyond them are a clock or an import error (a start 1 ms after the epoch, in 1974). Three
+# years, not one: the article's own seed job (7B on 8 A100s) is about 650 days of wall time.
+EARLIEST_START = datetime(2015, 1, 1, tzinfo=UTC)
+LONGEST_RUN = timedelta(days=3 * 365)
 
 # MLflow reports an unset start as 0 ms: the epoch itself is "no start time", not 1970.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -94,12 +101,30 @@ def _storable_id(run_id: str) -> str:
     return cleaned[: bounds.RUN_ID_CHARS]
 
 
+def missing_experiment(name: str) -> Skip:
+    """A configured experiment MLflow does not have (or has deleted): recorded under its
+    name in the run-id key, once; the pass read the others."""
+    return Skip(
+        _storable_id(f"experiment:{name}"),
+        MISSING_EXPERIMENT,
+        f"MLflow experiment {name!r} (RECKON_EXPERIMENTS) does not exist or is deleted; "
+        "the other experiments were read",
+    )
+
+
 def run_problem(run: ObservedRun) -> Skip | None:
     """Why a terminated run's times cannot be used, or None when they can."""
     if run.started_at is None or run.started_at <= EPOCH:
         return Skip(run.run_id, MISSING_START, "run has no start time", run.estimate_id)
     if run.status in TERMINAL_STATUSES and run.ended_at is None:
         return Skip(run.run_id, MISSING_END, f"{run.status} run has no end time", run.estimate_id)
+    if run.started_at < EARLIEST_START:
+        detail = f"starts {run.started_at.isoformat()}, before {EARLIEST_START.year}"
+        return Skip(run.run_id, IMPLAUSIBLE_TIMES, detail, run.estimate_id)
+    if run.ended_at is not None and run.ended_at - run.started_at > LONGEST_RUN:
+        length = (run.ended_at - run.started_at).days
+        detail = f"runs {length} days, longer than {LONGEST_RUN.days} days"
+        return Skip(run.run_id, IMPLAUSIBLE_TIMES, detail, run.estimate_id)
     if run.ended_at is not None and run.ended_at < run.started_at:
         return Skip(
             run.run_id,
@@ -264,9 +289,11 @@ def _observed_compute_seconds(
     that time as it is."""
     if chosen is None or tokens is None:
         return None, None
-    if chosen.throughput:
-        return tokens / chosen.throughput, chosen.profile
-    return chosen.compute_seconds, chosen.profile
+    seconds = tokens / chosen.throughput if chosen.throughput else chosen.compute_seconds
+    if seconds is None or not seconds > 0:
+        return None, chosen.profile  # zero or NaN seconds: no factor can come from them
+    # An infinite or absurd time is kept: the factors it implies are then judged implausible.
+    return seconds, chosen.profile
 
 
 def _implied_factors(

@@ -6,10 +6,16 @@ from __future__ import annotations
 import math
 
 from service.domain import bounds
+from service.domain.redaction import redact
 
 
 class ReckonError(Exception):
-    """Base of every error a user may see; its message is one line, fit to print."""
+    """Base of every error a user may see; its message is one line, fit to print, and
+    carries no credentials (redacted here, so no exit can show them: CLI, HTTP, the
+    stored pass error)."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(redact(str(message)), *args)
 
 
 class InputError(ReckonError):
@@ -30,6 +36,11 @@ class ConflictError(ReckonError):
 
 class UnavailableError(ReckonError):
     """A dependency (database, MLflow) cannot be reached or is not ready (exit 5, HTTP 503)."""
+
+
+class AccessDenied(UnavailableError):
+    """MLflow refused Reckon's credentials (401) or permission (403): nothing is wrong with
+    the request, and it will succeed once an operator grants the access."""
 
 
 def require_positive(value: float, name: str) -> float:

@@ -269,3 +269,13 @@ class PendingTags:
     run_id: str
     estimate_id: str
     tags: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TagsOwed:
+    """The write-back outbox at a glance: entries still owed, how many of them MLflow last
+    refused for want of permission (401/403: kept, retried every pass) and its reason."""
+
+    pending: int = 0
+    blocked: int = 0
+    blocked_reason: str | None = None

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 
 import uvicorn
 
 from service.app import Reckon
+from service.domain.errors import InputError
 from service.entrypoints.api.app import create_app
 from service.entrypoints.scheduler import build_scheduler
 
@@ -21,7 +23,25 @@ def configure_logging() -> None:
     )
 
 
+def check_address(host: str, port: int) -> None:
+    """One line (InputError) when the server could not listen there: a host that does not
+    resolve, an address this machine does not have, a port in use or not allowed."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OverflowError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise InputError(f"cannot listen on host {host!r}: {reason}") from None
+    family, kind, proto, _name, address = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            raise InputError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+
+
 def serve(app: Reckon, *, host: str, port: int, with_scheduler: bool) -> None:
+    check_address(host, port)  # before anything starts: one line, not uvicorn's nine
     app.operations.require_schema()  # refuse to start on an out-of-date schema, before binding
     scheduler = build_scheduler(app) if with_scheduler else None
     api = create_app(

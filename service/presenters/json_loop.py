@@ -75,6 +75,8 @@ def outcome_view(outcome: PassOutcome) -> JSON:
         "factor_set": outcome.factor_set,
         "tags_written": outcome.tags_written,
         "tags_pending": outcome.tags_pending,
+        "tags_blocked": outcome.tags_blocked,
+        "blocked_reason": outcome.blocked_reason,
         "missed_before_window": outcome.missed_before_window,
         "missed_hint": outcome.missed_hint,
         "holder": outcome.holder,
@@ -138,6 +140,11 @@ def jobs_view(jobs: Jobs) -> JSON:
         "schedule": jobs.schedule,
         "timezone": jobs.timezone,
         "passes": [pass_view(item) for item in jobs.passes],
+        "tags": {
+            "pending": jobs.tags.pending,
+            "blocked": jobs.tags.blocked,
+            "blocked_reason": jobs.tags.blocked_reason,
+        },
     }
 
 
@@ -146,6 +153,9 @@ def health_view(health: Health) -> JSON:
         "status": "ok" if health.ready else "failing",
         "database": health.database,
         "mlflow": health.mlflow,
+        "mlflow_checked_seconds_ago": (
+            None if health.mlflow_age_seconds is None else round(health.mlflow_age_seconds, 1)
+        ),
     }
 
 

@@ -48,6 +48,12 @@ def metrics_response(snap: Snapshot) -> tuple[bytes, str]:
         snap.tags_pending,
     )
     gauge(
+        "reckon_tags_blocked",
+        "Of the owed result tags, those MLflow refused for want of permission (401/403); "
+        "written by the first pass after EDIT is granted.",
+        snap.tags_blocked,
+    )
+    gauge(
         "reckon_median_abs_error_pct",
         f"Median absolute % error of the last {snap.median_window} reconciliations (raw).",
         snap.median_abs_error_pct,

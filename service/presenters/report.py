@@ -66,6 +66,20 @@ _CHARTS = (
 )
 
 
+def ensure_folder(out_dir: Path) -> None:
+    """Create `out_dir` (and its parents) now, so a folder that cannot be written is one
+    InputError before any data is read."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _unwritable(out_dir, error) from None
+
+
+def _unwritable(out_dir: Path, error: OSError) -> InputError:
+    reason = error.strerror or type(error).__name__
+    return InputError(f"cannot write the report to {str(out_dir)!r}: {reason}")
+
+
 def write_report(out_dir: Path, data: ReportData) -> list[Path]:
     """Write the charts that have data and index.html into `out_dir` (created if needed);
     return the paths written, index.html last. Chart files of an earlier report in the same
@@ -74,8 +88,7 @@ def write_report(out_dir: Path, data: ReportData) -> list[Path]:
     try:
         return _write(out_dir, data)
     except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise InputError(f"cannot write the report to {str(out_dir)!r}: {reason}") from None
+        raise _unwritable(out_dir, error) from None
 
 
 def _write(out_dir: Path, data: ReportData) -> list[Path]:

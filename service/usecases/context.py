@@ -31,6 +31,7 @@ class Policy:
     schedule: str = "0 2 * * *"
     timezone: str = "UTC"
     api_token: str | None = None  # the bearer token the API's state-changing routes require
+    max_request_bytes: int = 1_048_576  # larger request bodies are refused unread (413)
     experiments: tuple[str, ...] = ()  # RECKON_EXPERIMENTS (launch's default experiment)
     mlflow_tracking_uri: str | None = None  # where the MLflow UI lives too, when it is http(s)
 

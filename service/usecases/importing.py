@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from service.calibration.model import Prior
-from service.domain import flops
+from service.domain import comparison, flops
 from service.domain.errors import InputError
 from service.domain.hardware import Catalog, normalize_precision
 from service.domain.records import ObservedRun, RunObservables, SavedEstimate
@@ -52,6 +52,10 @@ class FinishedRuns(Protocol):
     ) -> Iterator[ObservedRun]:
         """FINISHED runs; those `linked` names an owner for come back with `estimate_id`
         set and nothing derived (a source may also ignore `linked`)."""
+        ...
+
+    def missing_experiments(self) -> list[str]:
+        """Configured experiments the listing went without (they do not exist)."""
         ...
 
 
@@ -91,7 +95,10 @@ def import_runs(
     runs = list(source.finished_runs(options.experiments, options.since, options.gpus, owners_of))
     owners = owners_of([run.run_id for run in runs if not run.estimate_id])
     planned: list[tuple[ObservedRun, SavedEstimate, ImportedRun]] = []
-    skipped: list[ImportSkip] = []
+    skipped = [
+        ImportSkip(skip.run_id, skip.reason, skip.detail)
+        for skip in map(comparison.missing_experiment, source.missing_experiments())
+    ]
     for run in runs:
         if run.estimate_id or run.run_id in owners:
             owner = run.estimate_id or owners[run.run_id]

@@ -31,6 +31,7 @@ from typing import Any
 from service.domain.errors import InputError, NotFoundError
 from service.domain.hardware import PRECISIONS, normalize_precision
 from service.domain.records import ESTIMATE_TAG, SavedEstimate
+from service.domain.redaction import QUIET_MLFLOW
 from service.ports import LaunchRuns, UnitOfWork
 from service.usecases.results.loop import LaunchOutcome
 
@@ -126,6 +127,7 @@ def launch(
         "MLFLOW_TAGS": json.dumps(tags),
         ESTIMATE_ENV: saved.id,
         **({PRECISION_ENV: precision} if precision is not None else {}),
+        **QUIET_MLFLOW,  # the child's own MLflow client must not print the URL either
     }
     try:
         return_code, signalled = _supervise(options.command, child_env)

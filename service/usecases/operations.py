@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from service.domain.errors import InputError, ReckonError, UnavailableError
 from service.domain.records import RunningProjection, SchemaStatus
+from service.domain.redaction import public_url
+from service.usecases.cached_probe import CachedProbe
 from service.usecases.context import Context
 from service.usecases.factor_sets import FactorSets
 from service.usecases.queries import Queries
 from service.usecases.results.reads import Health, ReportData
-
-if TYPE_CHECKING:
-    pass
 
 
 class Operations:
@@ -24,11 +21,15 @@ class Operations:
         self._context = context
         self._queries = queries
         self._factor_sets = factor_sets
+        self._mlflow = CachedProbe(lambda: self._check(self._ping_mlflow))
 
     def health(self) -> Health:
-        """Readiness: the database must answer; MLflow is reported, not required."""
+        """Readiness: the database must answer (checked now); MLflow is reported, not
+        required, as last seen by a probe refreshed in the background (never awaited beyond
+        half a second, so a slow or hung MLflow cannot time the readiness probe out)."""
         database = self._check(self._ping_database)
-        return Health(database=database, mlflow=self._check(self._ping_mlflow))
+        mlflow = self._mlflow.read()
+        return Health(database=database, mlflow=mlflow.state, mlflow_age_seconds=mlflow.age_seconds)
 
     def _ping_database(self) -> None:
         with self._context.adapters.reader() as uow:
@@ -48,12 +49,7 @@ class Operations:
     def mlflow_ui_url(self) -> str | None:
         """Where the MLflow UI is, for links to runs: the tracking server's http(s) address
         without credentials, query or fragment; None for a file store or no MLflow at all."""
-        parts = urlsplit(self._context.policy.mlflow_tracking_uri or "")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            return None
-        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-        netloc = host if parts.port is None else f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        return public_url(self._context.policy.mlflow_tracking_uri or "")
 
     def report(self) -> ReportData:
         """What `reckon report` draws: the history, accuracy by GPU, every factor set and

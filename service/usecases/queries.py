@@ -8,7 +8,7 @@ import math
 import statistics
 from datetime import datetime
 
-from service.domain.records import ACCURACY_ALIASES, PassRecord, Reconciliation, RunningProjection
+from service.domain.records import ACCURACY_ALIASES, Reconciliation, RunningProjection
 from service.ports import RunSource, UnitOfWork
 from service.usecases.context import Context
 from service.usecases.results.loop import Jobs, Snapshot
@@ -26,9 +26,10 @@ def history(
         return uow.reconciliations.history(since=since, gpu=gpu, limit=limit)
 
 
-def passes(uow: UnitOfWork, limit: int = 20) -> list[PassRecord]:
+def recent_jobs(uow: UnitOfWork, schedule: str, timezone: str, limit: int = 20) -> Jobs:
+    """The recent passes and what the write-back outbox still owes, in one transaction."""
     with uow:
-        return uow.passes.recent(limit)
+        return Jobs(schedule, timezone, uow.passes.recent(limit), uow.outbox.owed())
 
 
 RECENT_FOR_MEDIAN = 200
@@ -40,6 +41,7 @@ def snapshot(uow: UnitOfWork) -> Snapshot:
         errors = uow.reconciliations.recent_abs_errors(RECENT_FOR_MEDIAN)
         active = uow.factor_sets.active()
         scores = {} if active is None else dict(active.provenance)
+        owed = uow.outbox.owed()
         return Snapshot(
             last_pass=recent[0] if recent else None,
             last_success=next((p for p in recent if p.status == "succeeded"), None),
@@ -47,7 +49,8 @@ def snapshot(uow: UnitOfWork) -> Snapshot:
             skips=uow.skips.count(),
             median_abs_error_pct=statistics.median(errors) if errors else None,
             median_window=RECENT_FOR_MEDIAN,
-            tags_pending=uow.outbox.count(),
+            tags_pending=owed.pending,
+            tags_blocked=owed.blocked,
             backtest_raw_pct=_number(scores.get("backtest_raw_median_ape")),
             backtest_calibrated_pct=_number(scores.get("backtest_median_ape")),
             backtest_coverage=_number(scores.get("backtest_coverage")),
@@ -132,7 +135,7 @@ class Queries:
 
     def jobs(self, limit: int = 20) -> Jobs:
         c = self._context
-        return Jobs(c.policy.schedule, c.policy.timezone, passes(c.adapters.reader(), limit))
+        return recent_jobs(c.adapters.reader(), c.policy.schedule, c.policy.timezone, limit)
 
     def metrics(self) -> Snapshot:
         return snapshot(self._context.adapters.reader())

@@ -156,7 +156,7 @@ def unlink(
     result: Reconciliation | None
     with writer:
         saved = writer.estimates.get(estimate_id)
-        if saved is None or not writer.links.remove(estimate_id, run_id):
+        if saved is None or not writer.links.remove(estimate_id, run_id, now):
             raise not_linked  # unlinked by someone else since the read
         remaining = writer.runs.for_estimates([estimate_id]).get(estimate_id, [])
         result = comparison.reconcile(saved, remaining)

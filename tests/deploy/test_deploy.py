@@ -386,3 +386,16 @@ def test_the_probe_fails_in_one_line_when_nothing_listens(
 
     assert result == 1
     assert capsys.readouterr().out.count("\n") == 1
+
+
+def test_compose_publishes_unauthenticated_services_on_this_machine_only() -> None:
+    """reckon.env.example leaves RECKON_API_TOKEN empty and the stack's MLflow has no auth:
+    what compose publishes must not be reachable from other machines."""
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    example = (DEPLOY / "reckon.env.example").read_text()
+    assert "\nRECKON_API_TOKEN=\n" in example  # the premise: no token by default
+    published = [
+        (name, port) for name, service in compose["services"].items()
+        for port in service.get("ports", [])
+    ]  # fmt: skip
+    assert published and all(str(port).startswith("127.0.0.1:") for _, port in published)

@@ -4,6 +4,8 @@ tested without either in test_api_planning.py."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -134,17 +136,45 @@ def test_running_runs_are_projected(
     assert item["elapsed_seconds"] == pytest.approx(86400, abs=120)
 
 
+def _settled_health(client: TestClient) -> Any:
+    """/healthz once its background MLflow probe has reported (at once on a quiet machine)."""
+    deadline = time.monotonic() + 10
+    response = client.get("/healthz")
+    while response.json()["mlflow_checked_seconds_ago"] is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        response = client.get("/healthz")
+    return response
+
+
 def test_healthz_reports_database_and_mlflow(api: TestClient) -> None:
-    response = api.get("/healthz")
+    response = _settled_health(api)
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "mlflow": "ok"}
+    body = response.json()
+    assert (body["status"], body["database"], body["mlflow"]) == ("ok", "ok", "ok")
+    assert 0 <= body["mlflow_checked_seconds_ago"] < 5
+
+
+def test_healthz_answers_at_once_while_mlflow_hangs(database_url: str) -> None:
+    """Readiness must not wait on MLflow: a server that accepts and never answers (hung)."""
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        uri = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        with make_client(database_url, uri, "", None) as client:
+            for _ in range(3):  # the first read, and reads while the probe is still out
+                started = time.monotonic()
+                response = client.get("/healthz")
+                seconds = time.monotonic() - started
+                assert response.status_code == 200 and response.json()["database"] == "ok"
+                assert seconds < 1.0, f"/healthz took {seconds:.1f} s on a hung MLflow"
+            assert response.json()["mlflow"].startswith("not probed yet")
 
 
 def test_healthz_is_503_when_the_database_is_down(mlflow_server: MlflowServer) -> None:
     with make_client(
         "postgresql+psycopg://reckon:pw@127.0.0.1:9/x", mlflow_server.uri, "", None
     ) as client:
-        response = client.get("/healthz")
+        response = _settled_health(client)
     assert response.status_code == 503
     assert response.json()["mlflow"] == "ok" and "pw" not in response.text
 

@@ -35,18 +35,18 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sqlalchemy import Engine
 
-from demo.mlflow_server import MlflowServer, free_port, make_training_run
+from demo.mlflow_server import MlflowServer, make_training_run
 from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.domain.hardware import build_catalog
 from service.domain.records import ESTIMATE_TAG
 from service.presenters import dashboard
 from service.usecases import registry
 from tests.builders import an_estimate
+from tests.serving import reckon_serve
 
 CHROMIUM = "/usr/bin/chromium"
 RECKON = str(Path(sys.executable).parent / "reckon")
 BROWSER_TIMEOUT_SECONDS = 30.0
-SERVER_READY_SECONDS = 30.0
 WINDOW = (1400, 1000)  # CSS pixels; a screenshot is as tall as the page
 METRIC = "tokens_per_second"
 PANELS = (
@@ -411,43 +411,6 @@ def reckon_env(database_url: str, server: MlflowServer, experiment: str) -> dict
         RECKON_EXPERIMENTS=experiment,
     )
     return env
-
-
-@contextmanager
-def reckon_serve(env: Mapping[str, str], cwd: Path) -> Iterator[str]:
-    """`reckon serve --no-scheduler` on a free port; yields its base URL once healthy."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path = cwd / "serve.log"
-    command = [RECKON, "serve", "--no-scheduler", "--host", "127.0.0.1", "--port", str(port)]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, cwd=cwd, env=dict(env), stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        deadline = time.monotonic() + SERVER_READY_SECONDS
-        while not _answers(f"{base}/healthz"):
-            assert process.poll() is None, "reckon serve exited:\n" + log_path.read_text()
-            assert time.monotonic() < deadline, "reckon serve never answered:\n" + (
-                log_path.read_text()
-            )
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 @pytest.mark.mlflow

@@ -63,6 +63,7 @@ def test_every_bad_run_is_a_skip_with_its_reason_and_the_good_run_still_counts(
     good, tiny, huge, manual = save(engine), save(engine), save(engine), save(engine)
     infinite = save(engine)
     start_zero, zero_length, backwards = save(engine), save(engine), save(engine)
+    one_ms, in_1974, decade = save(engine), save(engine), save(engine)
     corpus = {
         # 1. Tags that cannot be an estimate id: a dashed UUID (36), over 64, a NUL byte.
         "dashed": (a_run("dashed", "0" * 8 + "-" + "1" * 27), "unknown_estimate"),
@@ -84,6 +85,16 @@ def test_every_bad_run_is_a_skip_with_its_reason_and_the_good_run_still_counts(
         "zero": (a_run("zero", zero_length, started_at=END), "zero_length"),
         "backwards": (a_run("backwards", backwards, started_at=END + DAY), "end_before_start"),
         "no-end": (a_run("no-end", None, ended_at=None), "missing_end_time"),
+        # 8. Times no training run has: 1 ms after the epoch, 1974, a run of ten years.
+        "one-ms": (
+            a_run("one-ms", one_ms, started_at=datetime(1970, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)),
+            "implausible_times",
+        ),
+        "in-1974": (
+            a_run("in-1974", in_1974, started_at=datetime(1974, 5, 1, tzinfo=UTC)),
+            "implausible_times",
+        ),
+        "decade": (a_run("decade", decade, started_at=END - 3650 * DAY), "implausible_times"),
     }
     source = FakeRunSource([a_run("good", good)] + [run for run, _ in corpus.values()])
     registry.link(SqlUnitOfWork(engine), SqlUnitOfWork(engine), manual, "no-end", now=END)
@@ -100,6 +111,7 @@ def test_every_bad_run_is_a_skip_with_its_reason_and_the_good_run_still_counts(
     assert reconciled[huge].implied_utilization is None
     assert reconciled[infinite].factors_kind == "combined"
     assert not {start_zero, zero_length, backwards, manual} & set(reconciled)
+    assert not {one_ms, in_1974, decade} & set(reconciled)
     floats = stored_floats(engine)
     assert floats and all(math.isfinite(value) for value in floats)
     with engine.connect() as connection:

@@ -172,8 +172,23 @@ def test_processes_opening_a_new_sqlite_file_at_once_all_succeed(tmp_path: Path)
         ["record", "--predicted", "9" * 400 + "d", "--gpu", "a100-80gb", "--gpus", "8"],
         ["record", "--predicted", "1d", "--gpu", "a100-80gb", "--gpus", str(2**63)],
         ["record", "--predicted", "1d", "--gpu", "a100-80gb", "--gpus", "8", "--label", "x" * 300],
+        ["serve", "--host", "no.such.host.invalid"],
+        ["serve", "--host", "10.255.255.254"],
+        ["reconcile", "--since", "0001-01-01"],
+        ["report", "--out", "/dev/null/x"],
+        ["report", "--out", "a" * 300 + "/report.html"],
     ],
-    ids=["plan-huge", "predicted-400-nines", "gpus-2**63", "label-300"],
+    ids=[
+        "plan-huge",
+        "predicted-400-nines",
+        "gpus-2**63",
+        "label-300",
+        "serve-unknown-host",
+        "serve-foreign-address",
+        "since-year-1",
+        "report-under-a-file",
+        "report-long-name",
+    ],
 )
 def test_the_cli_answers_bad_input_with_one_line(
     args: list[str], tmp_path: Path, database_url: str

@@ -43,6 +43,13 @@ HOSTILE = st.one_of(
             " ",
             "a\x00b",
             "x" * 300,
+            "\udcff",  # what the shell hands over for the byte 0xff (not UTF-8)
+            "x\udc80y",
+            "0001-01-01",
+            "9999-12-31",
+            "99999-01-01",
+            "/dev/null/x",
+            "a" * 300 + "/report.html",
             "1d",
             "0s",
             "9" * 400 + "d",
@@ -67,6 +74,8 @@ COMMANDS: dict[str, list[str]] = {
     "sensitivity": ["--params", "--tokens", "--gpu", "--gpus", "--precision"],
     "link": [],
     "history": ["--since"],
+    "reconcile": ["--since"],
+    "report": ["--out"],
     "estimates": [],
 }  # fmt: skip
 BASE = {

@@ -181,6 +181,9 @@ class StopsServer:
     def ping(self) -> None:
         self._inner.ping()
 
+    def missing_experiments(self) -> list[str]:
+        return self._inner.missing_experiments()
+
 
 def one_pass(engine: Engine, source: object) -> PassOutcome:
     return run_pass(

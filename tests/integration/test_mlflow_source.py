@@ -332,11 +332,24 @@ def test_experiments_are_chosen_by_name_by_id_or_all_active(
     assert {run_a, run_b} <= set(every)
 
 
-def test_an_unknown_experiment_is_unavailable_with_its_name(mlflow_server: MlflowServer) -> None:
-    runs = source(mlflow_server.uri, ["no-such-experiment-x"])
+def test_an_unknown_or_deleted_experiment_is_left_out_and_named(
+    mlflow_server: MlflowServer, mlflow_client: MlflowClient
+) -> None:
+    kept, gone = unique_name("exp-kept"), unique_name("exp-gone")
+    kept_id = mlflow_client.create_experiment(kept)
+    mlflow_client.delete_experiment(mlflow_client.create_experiment(gone))
+    run = finished_at(mlflow_client, kept_id, T0)
+    runs = source(mlflow_server.uri, ["no-such-experiment-x", kept, gone])
 
-    with pytest.raises(UnavailableError, match="'no-such-experiment-x' not found"):
-        list(runs.terminated_runs(EVERYTHING))
+    assert ids(runs.terminated_runs(EVERYTHING)) == [run]
+    assert runs.missing_experiments() == ["no-such-experiment-x", gone]
+
+
+def test_an_unknown_experiment_named_for_import_is_not_found(mlflow_server: MlflowServer) -> None:
+    runs = source(mlflow_server.uri, [])
+
+    with pytest.raises(NotFoundError, match="'no-such-experiment-x' not found"):
+        list(runs.finished_runs(["no-such-experiment-x"]))
 
 
 # --- by id, and writing back ---------------------------------------------------------------

@@ -175,3 +175,22 @@ def test_the_refits_early_read_completed_by_a_pass_equals_a_full_read(engine: En
     for name in ("started_at", "ended_at", "effective_utilization", "utilization", "overhead"):
         assert np.array_equal(getattr(completed, name), getattr(full, name), equal_nan=True), name
     assert completed.combination().tolist() == full.combination().tolist()
+
+
+def test_a_run_unlinked_while_the_pass_holds_its_tag_stays_unlinked(engine: Engine) -> None:
+    """The pass read run r-1 with its tag; then `reckon unlink --force` (the tag stays in
+    MLflow) is made while later pages are judged. The final judgment must not link r-1
+    again from the tag it read before the unlink (it did: the re-judge read staged tags)."""
+    estimate, other = save(engine), save(engine)
+    runs = [a_run("r-1", estimate, 60, 40), a_run("x-1", other, 29, 20), a_run("x-2", other, 9, 5)]
+    reconcile(engine, FakeRunSource(runs=runs[:1]))
+    assert links(engine)["r-1"] == (estimate, "tag")
+
+    def unlink_by_hand(seen: int) -> None:
+        if seen == 2:  # page 1 staged r-1 with its tag
+            registry.unlink(SqlUnitOfWork(engine), SqlUnitOfWork(engine), estimate, "r-1", now=NOW)
+
+    outcome = reconcile(engine, FakeRunSource(runs=runs), on_progress=unlink_by_hand)
+    assert "r-1" not in links(engine)
+    assert estimate not in stored(engine)
+    assert [item.estimate_id for item in outcome.reconciled] == [other]

@@ -98,3 +98,49 @@ def test_a_short_lightning_run_without_rates_reconciles_combined_and_says_why(
     [skip] = outcome.skipped
     assert (skip.run_id, skip.reason) == (run_id, "no_throughput")
     assert "window_size" in skip.detail
+
+
+POISON = {
+    "hf batch of 1e-320": (
+        {"total_flos": 1e20, "train_runtime": 1000.0, "train_samples_per_second": 100.0,
+         "train_steps_per_second": 10.0},
+        {"per_device_train_batch_size": "1e-320", "gradient_accumulation_steps": "1e-10"},
+    ),
+    "hf samples/s of 1e308": (
+        {"total_flos": 1e20, "train_runtime": 1000.0, "train_samples_per_second": 1e308,
+         "train_steps_per_second": 10.0},
+        {"per_device_train_batch_size": "1e-10"},
+    ),
+    "composer with 1e308 GPUs a node": (
+        {"time/token": 1e9}, {"num_nodes": "10", "num_gpus_per_node": "1e308"},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(POISON))
+def test_a_poison_run_is_an_unreadable_skip_and_the_pass_goes_on(
+    case: str,
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+) -> None:
+    metrics, params = POISON[case]
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    ids = []
+    for extra in ({"metrics": metrics, "params": params}, {"metrics": {"tokens_per_second": 1e6}}):
+        saved = registry.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
+        make_training_run(
+            mlflow_client, experiment_id, start=start, end=start + timedelta(hours=20),
+            tags={ESTIMATE_TAG: saved.id}, **extra,
+        )  # fmt: skip
+        ids.append(saved.id)
+
+    outcome = reconcile(engine, mlflow_server, experiment_id)
+    again = reconcile(engine, mlflow_server, experiment_id)
+
+    assert outcome.status == "succeeded" and again.status == "succeeded"
+    assert {item.estimate_id for item in outcome.reconciled} == set(ids)  # wall time counts
+    (skip,) = [s for s in outcome.skipped if s.reason == "unreadable_run"]
+    assert skip.estimate_id == ids[0]
+    assert "Error" in skip.detail and "keys" in skip.detail

@@ -316,6 +316,9 @@ class StopsMidScan:
     def ping(self) -> None:
         self._inner.ping()
 
+    def missing_experiments(self) -> list[str]:
+        return self._inner.missing_experiments()
+
 
 def test_mlflow_stopping_mid_pass_loses_nothing(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
@@ -405,3 +408,47 @@ def test_a_tagged_run_marked_finished_without_an_end_time_is_a_recorded_skip(
     assert [tuple(row) for row in stored] == [(run_id, "missing_end_time")]
     # Recorded once: the next night does not report it again.
     assert reconcile(engine, source_for(mlflow_server, experiment_id)).skipped == []
+
+
+def test_an_unlink_made_while_a_pass_pages_is_not_undone(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    """`reckon unlink E R` (which removes R's tag in MLflow) while a `--full` pass pages: the
+    pass had read R with its tag on page 1, and must not link R to E again at its end."""
+    estimate, other = save_seed_estimate(engine), save_seed_estimate(engine)
+    start = now() - 30 * HOUR
+    run = make_training_run(
+        mlflow_client, experiment_id, start=start, end=start + 10 * HOUR,
+        tags={ESTIMATE_TAG: estimate}, metrics={METRIC: 2e6},
+    )  # fmt: skip
+    for hours in (12, 14):
+        make_training_run(
+            mlflow_client, experiment_id, start=start, end=start + hours * HOUR,
+            tags={ESTIMATE_TAG: other}, metrics={METRIC: 2e6},
+        )  # fmt: skip
+    reconcile(engine, source_for(mlflow_server, experiment_id), write_back=False)
+
+    def unlink_by_hand(seen: int) -> None:
+        if seen == 1:  # page 1 (one run a page) held R and its tag
+            registry.unlink(
+                SqlUnitOfWork(engine), SqlUnitOfWork(engine), estimate, run, now=now(),
+                source=lambda: source_for(mlflow_server, experiment_id),
+            )  # fmt: skip
+
+    run_pass(
+        SqlUnitOfWork(engine),
+        source_for(mlflow_server, experiment_id, page_size=1),
+        locks.pass_lock(engine),
+        SystemClock(),
+        PassOptions(write_back=False, full=True, batch_size=1),
+        on_progress=unlink_by_hand,
+    )
+    assert ESTIMATE_TAG not in mlflow_client.get_run(run).data.tags
+    with SqlUnitOfWork(engine) as uow:
+        assert uow.links.estimate_for_run(run) is None
+        assert uow.reconciliations.for_estimates([estimate]) == {}
+        assert set(uow.reconciliations.for_estimates([other])) == {other}
+    # and the next pass, reading the run without its tag, leaves it so
+    reconcile(engine, source_for(mlflow_server, experiment_id), write_back=False, full=True)
+    with SqlUnitOfWork(engine) as uow:
+        assert uow.links.estimate_for_run(run) is None

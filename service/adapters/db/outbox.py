@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.adapters.db.tables import TagOutboxRow
 from service.adapters.db.upsert import upsert
-from service.domain.records import PendingTags
+from service.domain.records import PendingTags, TagsOwed
 
 
 class OutboxRepository:
@@ -30,10 +30,19 @@ class OutboxRepository:
                 "queued_at": now,
                 "attempts": 0,
                 "last_error": None,
+                "blocked": False,
             }
             for item in items
         ]
-        fields = ("estimate_id", "tags", "pass_id", "queued_at", "attempts", "last_error")
+        fields = (
+            "estimate_id",
+            "tags",
+            "pass_id",
+            "queued_at",
+            "attempts",
+            "last_error",
+            "blocked",
+        )
         upsert(self._session, TagOutboxRow, rows, ["run_id"], fields)
 
     def pending(self, limit: int) -> list[PendingTags]:
@@ -50,13 +59,25 @@ class OutboxRepository:
         if run_ids:
             self._session.execute(delete(TagOutboxRow).where(TagOutboxRow.run_id.in_(run_ids)))
 
-    def failed(self, run_ids: Sequence[str], error: str) -> None:
+    def failed(self, run_ids: Sequence[str], error: str, *, blocked: bool = False) -> None:
+        """MLflow did not take these; `blocked` when it refused for want of permission."""
         if run_ids:
             self._session.execute(
                 update(TagOutboxRow)
                 .where(TagOutboxRow.run_id.in_(run_ids))
-                .values(attempts=TagOutboxRow.attempts + 1, last_error=error[:2000])
+                .values(
+                    attempts=TagOutboxRow.attempts + 1, last_error=error[:2000], blocked=blocked
+                )
             )
 
-    def count(self) -> int:
-        return self._session.scalar(select(func.count()).select_from(TagOutboxRow)) or 0
+    def owed(self) -> TagsOwed:
+        table = TagOutboxRow.__table__
+        pending, blocked = self._session.execute(
+            select(func.count(), func.count().filter(table.c.blocked))
+        ).one()
+        reason = None
+        if blocked:
+            reason = self._session.scalar(
+                select(table.c.last_error).where(table.c.blocked).limit(1)
+            )
+        return TagsOwed(int(pending or 0), int(blocked or 0), reason)

@@ -181,21 +181,6 @@ class StagingRepository:
             [*(name for name in values if name != "estimate_id"), "pass_id", "updated_at"],
         )
 
-    def marker(self) -> tuple[object, ...]:
-        """Changes to links and reconciliations made outside the pass (`reckon link`,
-        `unlink`, an import) change this value: the pass compares it at start and end."""
-        links = self._session.execute(
-            select(func.count(RunLinkRow.id), func.max(RunLinkRow.id))
-        ).one()
-        results = self._session.execute(
-            select(
-                func.count(ReconciliationRow.id),
-                func.max(ReconciliationRow.id),
-                func.max(ReconciliationRow.updated_at),
-            )
-        ).one()
-        return (*links, *results)
-
     def clear(self, pass_id: int | None = None) -> None:
         self._clear(StagedRunRow, pass_id)
         self._clear(StagedReconciliationRow, pass_id)

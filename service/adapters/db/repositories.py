@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Table, delete, inspect, select
+from sqlalchemy import Table, delete, func, inspect, select
 from sqlalchemy.orm import Session
 
 from service.adapters.db import estimate_mapping
 from service.adapters.db.sets import among
-from service.adapters.db.tables import EstimateRow, RunLinkRow
+from service.adapters.db.tables import EstimateRow, LinkChangeRow, RunLinkRow
 from service.adapters.db.upsert import upsert
 from service.adapters.db.values import check_values
 from service.domain import bounds
@@ -110,18 +110,44 @@ class RunLinkRepository:
         return list(rows)
 
     def add(self, estimate_id: str, run_id: str, source: str, created_at: datetime) -> None:
-        self.add_many([(estimate_id, run_id)], source, created_at)
+        self._insert([(estimate_id, run_id)], source, created_at)
+        self._changed("link", run_id, created_at)
 
-    def remove(self, estimate_id: str, run_id: str) -> bool:
+    def remove(self, estimate_id: str, run_id: str, removed_at: datetime) -> bool:
         result = self._session.execute(
             delete(RunLinkRow).where(
                 RunLinkRow.estimate_id == estimate_id, RunLinkRow.run_id == run_id
             )
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        removed = bool(result.rowcount)  # type: ignore[attr-defined]
+        if removed:
+            self._changed("unlink", run_id, removed_at)
+        return removed
 
     def add_many(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
         """Link (estimate id, run id) pairs; a run already linked keeps its estimate."""
+        if pairs:
+            self._insert(pairs, source, created_at)
+            self._changed("import", None, created_at)
+
+    def version(self) -> int:
+        return self._session.scalar(select(func.max(LinkChangeRow.id))) or 0
+
+    def unlinked_since(self, version: int) -> set[str]:
+        query = select(LinkChangeRow.run_id).where(
+            LinkChangeRow.id > version, LinkChangeRow.change == "unlink"
+        )
+        return {run_id for run_id in self._session.scalars(query) if run_id is not None}
+
+    def prune_changes(self) -> None:
+        newest = self.version()
+        self._session.execute(delete(LinkChangeRow).where(LinkChangeRow.id < newest))
+
+    def _changed(self, change: str, run_id: str | None, at: datetime) -> None:
+        self._session.add(LinkChangeRow(change=change, run_id=run_id, changed_at=at))
+        self._session.flush()
+
+    def _insert(self, pairs: Sequence[tuple[str, str]], source: str, created_at: datetime) -> None:
         rows = [
             {"estimate_id": estimate_id, "run_id": run_id, "source": source,
              "created_at": created_at}

@@ -91,6 +91,20 @@ class RunLinkRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
+class LinkChangeRow(Base):
+    """One row per link, unlink or import made outside a pass: the largest id is the links'
+    version (a pass compares it at its start and end, in O(1)), and an unlink's row tells
+    the pass's final judgment that a tag it read before the unlink no longer counts. A pass
+    deletes all but the newest row as it opens (the newest keeps the ids increasing)."""
+
+    __tablename__ = "link_change"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    change: Mapped[str] = mapped_column(String(16))  # "link", "unlink" or "import"
+    run_id: Mapped[str | None] = mapped_column(String(64))  # None: an import (many runs)
+    changed_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
 class MlflowRunRow(Base):
     """The latest copy of an MLflow run a pass has seen (natural key: the run id)."""
 
@@ -331,3 +345,5 @@ class TagOutboxRow(Base):
     queued_at: Mapped[datetime] = mapped_column(UtcDateTime())
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+    # MLflow's last answer was 401/403 (0012): kept and retried, counted as blocked.
+    blocked: Mapped[bool] = mapped_column(Boolean, server_default=false())

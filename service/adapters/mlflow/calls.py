@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
 import requests
-from mlflow.entities import ViewType
+from mlflow.entities import RunTag, ViewType
 from mlflow.exceptions import MlflowException
 
-from service.adapters.mlflow.support import NotFound, is_not_found, is_transient, redact
-from service.domain.errors import UnavailableError
+from service.adapters.mlflow.support import NotFound, is_denied, is_not_found, is_transient
+from service.domain.errors import AccessDenied, NotFoundError, UnavailableError
+from service.domain.redaction import one_line
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,9 @@ class MlflowCalls:
         self._retries = retries
         self._backoff_seconds = backoff_seconds
 
-    def resolve_experiment(self, name_or_id: str) -> str:
-        """A name first, then an id; a deleted experiment is as good as missing."""
+    def resolve_experiment(self, name_or_id: str) -> str | None:
+        """The id of an active experiment by name, then by id; None when MLflow has none
+        (a deleted experiment is as good as missing). An outage still raises."""
         experiment = self.call(
             f"look up experiment {name_or_id!r}",
             lambda: self._client.get_experiment_by_name(name_or_id),
@@ -47,7 +49,7 @@ class MlflowCalls:
             except NotFound:
                 experiment = None
         if experiment is None or experiment.lifecycle_stage != "active":
-            raise UnavailableError(f"MLflow experiment {name_or_id!r} not found at {self._uri}")
+            return None
         return str(experiment.experiment_id)
 
     def active_experiment_ids(self) -> list[str]:
@@ -99,11 +101,34 @@ class MlflowCalls:
                 time.sleep(delay)
                 attempt += 1
 
+    def tag_run(self, run_id: str, tags: Mapping[str, str]) -> None:
+        """Set tags on one run, without a retry: the write-back stops at the first outage
+        and its outbox retries on the next pass, so an outage costs one wait, not one per
+        run. MLflow's refusals are told apart: 401/403 is AccessDenied (kept, retried once
+        permission is granted); any other 4xx (the run is gone, deleted, or refuses these
+        tags) is NotFoundError, as it never will take them."""
+        if not tags:
+            return
+        run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
+        try:
+            self._client.log_batch(run_id, tags=run_tags, synchronous=True)
+        except (MlflowException, requests.RequestException, OSError) as error:
+            if is_transient(error):
+                raise UnavailableError(self.message(f"set tags on run {run_id}", error)) from None
+            if is_denied(error):
+                raise AccessDenied(
+                    f"MLflow at {self._uri} denies tagging run {run_id} "
+                    f"({self.reason(error)}): the account Reckon signs in with needs EDIT "
+                    "permission on the run's experiment"
+                ) from None
+            raise NotFoundError(
+                f"MLflow at {self._uri} refuses tags on run {run_id}: {self.reason(error)}"
+            ) from None
+
     def message(self, what: str, error: Exception) -> str:
         return f"MLflow at {self._uri}: cannot {what}: {self.reason(error)}"
 
     @staticmethod
     def reason(error: Exception) -> str:
         text = error.message if isinstance(error, MlflowException) else str(error)
-        line = " ".join(redact(str(text)).split())  # one line, no credentials
-        return line if len(line) <= 300 else line[:297] + "..."
+        return one_line(text)  # no credentials

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from service.adapters.mlflow.support import redact
 from service.domain.errors import InputError, UnavailableError
 from service.domain.records import ESTIMATE_TAG
+from service.domain.redaction import one_line, public_url, redact
 
 
 class MlflowLaunchRuns:
@@ -70,7 +70,7 @@ class _Guarded:
 
     def __init__(self, client: Any, uri: str) -> None:
         self._client = client
-        self._uri = redact(uri)  # never print user:password@
+        self._uri = public_url(uri) or redact(uri)  # never print user:password@
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._client, name)
@@ -82,7 +82,7 @@ class _Guarded:
                 return method(*args, **kwargs)
             except (MlflowException, OSError) as error:
                 text = error.message if isinstance(error, MlflowException) else str(error)
-                line = " ".join(redact(str(text)).split())[:300]
+                line = one_line(text)
                 raise UnavailableError(f"MLflow at {self._uri}: {name} failed: {line}") from None
 
         return call

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-import requests
-from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -27,12 +26,11 @@ from service.adapters.mlflow.rest import searcher
 from service.adapters.mlflow.support import (
     check_tracking_uri,
     from_ms,
-    is_transient,
-    safe_uri,
     to_ms,
 )
-from service.domain.errors import InputError, NotFoundError, UnavailableError
+from service.domain.errors import InputError, NotFoundError
 from service.domain.records import ESTIMATE_TAG, ObservedRun, ScanWindow
+from service.domain.redaction import public_url
 from service.profiles.derive import Point, RunRecord
 from service.profiles.profile_set import ProfileSet
 
@@ -74,7 +72,7 @@ class MlflowRunSource:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
         if retries < 0:
             raise ValueError(f"retries must be zero or more, got {retries}")
-        self._uri = safe_uri(check_tracking_uri(tracking_uri))
+        self._uri = public_url(check_tracking_uri(tracking_uri)) or "MLflow"
         try:
             self._client = MlflowClient(tracking_uri=tracking_uri)
         except (MlflowException, ValueError) as error:
@@ -89,6 +87,8 @@ class MlflowRunSource:
         self._histories: dict[tuple[str, str], tuple[float | None, list[Point]]] = {}
         self._page_size = page_size
         self._named_ids: list[str] | None = None
+        self._missing: list[str] = []
+        self._resolving = threading.Lock()
         self._experiment_names: dict[str, str] = {}
         self._calls = MlflowCalls(self._client, self._uri, retries, backoff_seconds)
 
@@ -230,10 +230,8 @@ class MlflowRunSource:
         none (per-GPU rates need one). `linked(run_ids)` names the owners of runs already
         linked, asked once per page: those runs come back with `estimate_id` set and no
         profile read (no history fetched), so a second import costs a listing, not more."""
-        if experiments:
-            experiment_ids = list(
-                dict.fromkeys(self._calls.resolve_experiment(e) for e in experiments)
-            )
+        if experiments:  # named on the command line: a wrong name is the user's to fix
+            experiment_ids = list(dict.fromkeys(self._named_experiment(e) for e in experiments))
         else:
             experiment_ids = self._experiment_ids()
         if not experiment_ids:
@@ -256,22 +254,7 @@ class MlflowRunSource:
             token = page.token
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
-        if not tags:
-            return
-        run_tags = [RunTag(key, str(value)) for key, value in tags.items()]
-        # No retry here: the write-back stops at the first failure and its outbox retries
-        # on the next pass, so an outage costs one wait, not one per run.
-        try:
-            self._client.log_batch(run_id, tags=run_tags, synchronous=True)
-        except (MlflowException, requests.RequestException, OSError) as error:
-            if is_transient(error):
-                raise UnavailableError(
-                    self._calls.message(f"set tags on run {run_id}", error)
-                ) from None
-            # 4xx: the run is gone, deleted or refuses these tags; it never will take them.
-            raise NotFoundError(
-                f"MLflow at {self._uri} refuses tags on run {run_id}: {MlflowCalls.reason(error)}"
-            ) from None
+        self._calls.tag_run(run_id, tags)
 
     def delete_tag(self, run_id: str, key: str) -> None:
         self._calls.call(
@@ -376,15 +359,29 @@ class MlflowRunSource:
             ),
         )
 
+    def missing_experiments(self) -> list[str]:
+        return list(self._missing)
+
     def _experiment_ids(self) -> list[str]:
+        """The configured experiments' ids; one MLflow does not have (or has deleted) is
+        left out with a warning, and the rest are read (missing_experiments names it)."""
         if not self._experiments:
             # Re-listed per scan, not cached: experiments created after start-up count too.
             return self._calls.active_experiment_ids()
-        if self._named_ids is None:
-            self._named_ids = list(
-                dict.fromkeys(self._calls.resolve_experiment(e) for e in self._experiments)
-            )
-        return self._named_ids
+        with self._resolving:  # the scan and the pass's probes ask from their own threads
+            if self._named_ids is None:
+                found = {name: self._calls.resolve_experiment(name) for name in self._experiments}
+                self._missing = [name for name, found_id in found.items() if found_id is None]
+                for name in self._missing:
+                    log.warning("MLflow experiment %r not found at %s; skipped", name, self._uri)
+                self._named_ids = list(dict.fromkeys(i for i in found.values() if i is not None))
+            return self._named_ids
+
+    def _named_experiment(self, name: str) -> str:
+        found = self._calls.resolve_experiment(name)
+        if found is None:
+            raise NotFoundError(f"MLflow experiment {name!r} not found at {self._uri}")
+        return found
 
 
 def _next_keyset(page: Any, lower: str | None) -> tuple[str | None, str | None] | None:

@@ -4,34 +4,16 @@ which MLflow failures are transient (worth a retry) or a plain "not found"."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from mlflow.exceptions import MlflowException
 
 from service.domain.errors import InputError
+from service.domain.redaction import redact
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def redact(text: str) -> str:
-    """`text` with any user:password@ removed from URLs in it."""
-    return _URL_CREDENTIALS.sub("", text)
-
-
-def safe_uri(uri: str) -> str:
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return redact(uri)
-    if parts.username is None and parts.password is None:
-        return uri
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def to_ms(moment: datetime) -> int:
@@ -79,6 +61,14 @@ def is_transient(error: Exception) -> bool:
         status = int(error.get_http_status_code())  # type: ignore[no-untyped-call]
         return status == 429 or status >= 500
     return True  # requests / OS-level errors: the network, not the request
+
+
+def is_denied(error: Exception) -> bool:
+    """MLflow refused the credentials (401) or the permission (403)."""
+    if not isinstance(error, MlflowException):
+        return False
+    status = int(error.get_http_status_code())  # type: ignore[no-untyped-call]
+    return status in (401, 403) or error.error_code in ("UNAUTHENTICATED", "PERMISSION_DENIED")
 
 
 class NotFound(Exception):

@@ -24,6 +24,7 @@ from service.domain.errors import (
 from service.entrypoints.api import loop, ops, planning
 from service.entrypoints.api.deps import Unauthorized
 from service.entrypoints.api.docs import install_offline_docs
+from service.entrypoints.api.guard import BodyGuard
 
 STATUS: dict[type[ReckonError], int] = {
     InputError: 422,
@@ -47,6 +48,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorMessage, "description": "Missing or wrong bearer token (POST routes)"},
     404: {"model": ErrorMessage, "description": "No such estimate, factor set or run"},
     409: {"model": ErrorMessage, "description": "Conflicts with stored state"},
+    413: {"model": ErrorMessage, "description": "Body over RECKON_MAX_REQUEST_BYTES (POST routes)"},
     503: {"model": ErrorMessage, "description": "The database or MLflow is unavailable"},
 }
 
@@ -87,6 +89,7 @@ def create_app(
     api.add_exception_handler(Unauthorized, _unauthorized)
     for module in (planning, loop, ops):
         api.include_router(module.router)
+    api.add_middleware(BodyGuard, reckon=app)
     return api
 
 

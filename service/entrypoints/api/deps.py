@@ -23,15 +23,20 @@ def reckon(request: Request) -> Reckon:
 App = Annotated[Reckon, Depends(reckon)]
 
 
-def require_token(app: App, authorization: Annotated[str | None, Header()] = None) -> None:
-    expected = app.policy.api_token
-    if not expected:
-        return
+def token_matches(authorization: str | None, expected: str) -> bool:
+    """Whether an Authorization header carries `expected` as a bearer token. The scheme is
+    required (RFC 6750): a bare token in the header is refused, not guessed."""
     scheme, _, given = (authorization or "").strip().partition(" ")
-    # The scheme is required (RFC 6750): a bare token in the header is refused, not guessed.
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
+    return scheme.lower() == "bearer" and hmac.compare_digest(
         given.strip().encode(), expected.encode()
-    ):
+    )
+
+
+def require_token(app: App, authorization: Annotated[str | None, Header()] = None) -> None:
+    """The route's own check (and its OpenAPI header); `guard.BodyGuard` has already
+    refused a wrong token before the body was read."""
+    expected = app.policy.api_token
+    if expected and not token_matches(authorization, expected):
         raise Unauthorized()
 
 

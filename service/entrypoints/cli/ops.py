@@ -40,8 +40,9 @@ def scheduler_command() -> None:
 )
 def report(out_dir: Path) -> None:
     """Write the dashboard's charts (PNG) and an index.html into a directory."""
-    from service.presenters.report import write_report
+    from service.presenters.report import ensure_folder, write_report
 
+    ensure_folder(out_dir)
     data = application().operations.report()
     if data.running_error is not None:
         click.echo(f"running runs left out of the report: {data.running_error}", err=True)

@@ -4,7 +4,8 @@ runs so far, in the page's own short transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 
 from service.domain import comparison
@@ -74,11 +75,15 @@ class Judgments:
 
 
 def judge_page(
-    uow: UnitOfWork, pass_id: int, batch: list[ObservedRun], judgments: Judgments
+    uow: UnitOfWork,
+    pass_id: int,
+    batch: list[ObservedRun],
+    judgments: Judgments,
+    unlinked: Set[str] = frozenset(),
 ) -> None:
     """Stage one page with the estimate each run resolves to, and judge every estimate the
     page touches over all its runs: stored, staged by earlier pages, and this page's."""
-    owners = resolve(uow, batch, judgments.runs)
+    owners = resolve(uow, batch, judgments.runs, unlinked)
     uow.staging.add(pass_id, batch, owners)
     affected = sorted(set(owners.values()))
     plans = uow.estimates.plans(affected)
@@ -107,22 +112,34 @@ def judge_page(
 
 
 def judge_again(
-    uow: UnitOfWork, pass_id: int, batch_size: int, peaks: PeakLookup | None = None
+    uow: UnitOfWork,
+    pass_id: int,
+    batch_size: int,
+    peaks: PeakLookup | None = None,
+    unlinked: Set[str] = frozenset(),
 ) -> Judgments:
     """Resolve and judge every staged run once more, page by page as the scan did (an
-    estimate's last page sees all its runs), against the links and results as they are."""
+    estimate's last page sees all its runs), against the links and results as they are.
+    `unlinked`: runs unlinked while the pass paged, whose staged tags no longer count."""
     uow.staging.forget_judgments(pass_id)
     judgments = Judgments(peaks=peaks)
     for batch in uow.staging.batches(pass_id, batch_size):
-        judge_page(uow, pass_id, batch, judgments)
+        judge_page(uow, pass_id, batch, judgments, unlinked)
     return judgments
 
 
-def resolve(uow: UnitOfWork, batch: list[ObservedRun], skips: list[Skip]) -> dict[str, str]:
+def resolve(
+    uow: UnitOfWork, batch: list[ObservedRun], skips: list[Skip], unlinked: Set[str] = frozenset()
+) -> dict[str, str]:
     """The estimate each run belongs to: its link, else its tag when that estimate exists.
     An explicit link wins over a different tag (the tag is recorded as a skip); a tag
-    naming no stored estimate is a skip. The new tag links are made by `staging.apply`."""
+    naming no stored estimate is a skip; the tag of a run in `unlinked` (unlinked after it
+    was read) is not read at all. The new tag links are made by `staging.apply`."""
     owners = uow.links.estimates_for_runs([run.run_id for run in batch])
+    batch = [
+        dataclasses.replace(run, estimate_id=None) if run.run_id in unlinked else run
+        for run in batch
+    ]
     tagged = [run.estimate_id for run in batch if run.estimate_id and run.run_id not in owners]
     known = uow.estimates.existing(tagged)
     for run in batch:

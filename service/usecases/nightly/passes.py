@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from service.domain import comparison
 from service.domain.configuration import PeakLookup
 from service.domain.errors import ConflictError, ReckonError
-from service.domain.records import PassRecord, Reconciliation, ScanWindow, Skip
+from service.domain.records import PassRecord, Reconciliation, ScanWindow, Skip, TagsOwed
+from service.domain.redaction import one_line, redact
 from service.ports import Clock, PassLock, RunSource, UnitOfWork
 from service.usecases.nightly import collector, write_back
 from service.usecases.nightly.judging import LOST, Judgments, confirm, judge_again, stage
@@ -134,6 +136,7 @@ def _locked_pass(
                 judgments = Judgments(peaks=options.peaks)
                 runs = admitted(iter(reader), scan_skips)
                 seen = stage(uow, lock, pass_id, runs, options.batch_size, on_progress, judgments)
+                scan_skips += map(comparison.missing_experiment, source.missing_experiments())
                 record = dataclasses.replace(record, runs_seen=seen)
                 probes = probed[0].result() if probed else Probed()
                 confirm(lock)
@@ -141,11 +144,11 @@ def _locked_pass(
                     uow, clock, options, refit, ahead, record, marker, judgments, scan_skips, probes
                 )
             except Exception as error:
-                message = str(error) if isinstance(error, ReckonError) else repr(error)
+                message = str(error) if isinstance(error, ReckonError) else redact(repr(error))
                 failed = dataclasses.replace(record, ended_at=clock.now(), runs_seen=0)
                 _mark_failed(uow, failed, message)
                 raise
-    written, pending = write_back.write_back(uow, source) if options.write_back else (0, 0)
+    written, owed = write_back.write_back(uow, source) if options.write_back else (0, TagsOwed())
     outcome = PassOutcome(
         status="succeeded",
         pass_id=pass_id,
@@ -156,17 +159,17 @@ def _locked_pass(
         factor_set=closed.factor_set,
         missed_before_window=closed.missed,
         tags_written=written,
-        tags_pending=pending,
+        tags_pending=owed.pending,
+        tags_blocked=owed.blocked,
+        blocked_reason=owed.blocked_reason,
     )
     log.info(outcome.summary)
     return outcome
 
 
-def _open(
-    uow: UnitOfWork, options: PassOptions, started: datetime
-) -> tuple[int, list[str], tuple[object, ...]]:
+def _open(uow: UnitOfWork, options: PassOptions, started: datetime) -> tuple[int, list[str], int]:
     """The pass's first transaction: its row, the manual links to look up by id, and the
-    marker of links and reconciliations as they are now."""
+    links' version as it is now (link, unlink and import bump it)."""
     with uow:
         # Holding the lock, no other pass can be running: rows still 'running' belong to
         # processes that died, and their staged runs were never applied.
@@ -174,7 +177,8 @@ def _open(
         uow.staging.clear()
         pass_id = uow.passes.start(options.trigger, started)
         manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
-        marker = uow.staging.marker()
+        uow.links.prune_changes()
+        marker = uow.links.version()
         uow.commit()
     return pass_id, manual, marker
 
@@ -194,7 +198,7 @@ def _close(
     refit: Refit | None,
     ahead: Callable[[], object] | None,
     record: PassRecord,
-    marker: tuple[object, ...],
+    marker: int,
     judgments: Judgments,
     scan_skips: list[Skip],
     probes: Probed,
@@ -206,11 +210,14 @@ def _close(
             # The lock was lost and taken back, but another pass got in meanwhile.
             raise ConflictError(LOST)
         missed, unended = unseen(uow, probes)
-        alone = uow.staging.marker() == marker
+        alone = uow.links.version() == marker
         if not alone:
-            # A link or a reconciliation changed while the pages were judged (`reckon
-            # link`, `unlink`, an import): judge every staged run again, in here.
-            judgments = judge_again(uow, pass_id, options.batch_size, options.peaks)
+            # Links changed while the pages were judged (`reckon link`, `unlink`, an
+            # import): judge every staged run again, in here, by the links as they are now;
+            # a run unlinked meanwhile no longer counts its tag as read before the unlink.
+            judgments = judge_again(
+                uow, pass_id, options.batch_size, options.peaks, uow.links.unlinked_since(marker)
+            )
         now = clock.now()
         uow.staging.apply(pass_id, now)
         reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]
@@ -288,5 +295,5 @@ def _mark_failed(uow: UnitOfWork, record: PassRecord, message: str) -> None:
             uow.staging.clear(record.id)
             uow.passes.finish(dataclasses.replace(record, status="failed", error=message[:2000]))
             uow.commit()
-    except Exception:
-        log.exception("could not mark reconcile pass %s failed", record.id)
+    except Exception as error:  # one line: the failure that brought us here is raised anyway
+        log.warning("could not mark reconcile pass %s failed: %s", record.id, one_line(error))

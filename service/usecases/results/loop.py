@@ -12,6 +12,7 @@ from service.domain.records import (
     Reconciliation,
     ScanWindow,
     Skip,
+    TagsOwed,
 )
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ class Jobs:
     schedule: str
     timezone: str
     passes: list[PassRecord]
+    tags: TagsOwed = field(default_factory=TagsOwed)  # the write-back outbox now
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Snapshot:
     median_abs_error_pct: float | None  # over the most recent reconciliations
     median_window: int  # how many: RECENT_FOR_MEDIAN
     tags_pending: int  # result tags MLflow has not accepted yet (the write-back outbox)
+    tags_blocked: int  # of those, refused for want of permission (401/403)
     # The active factor set's time-ordered backtest (None before any set): median absolute
     # % error of raw and of calibrated predictions on the same targets, calibrated P10-P90
     # coverage, and how many targets.
@@ -63,6 +66,8 @@ class PassOutcome:
     error: str | None = None
     tags_written: int = 0
     tags_pending: int = 0  # write-back still owed (MLflow refused or was down); retried
+    tags_blocked: int = 0  # of those, refused for want of permission (401/403)
+    blocked_reason: str | None = None  # MLflow's refusal, naming the permission needed
     # Linked runs that ended before this pass's window yet were never seen by any pass
     # (they reached MLflow later than the lookback allows); `missed_hint` says what to run.
     missed_before_window: int = 0
@@ -84,6 +89,8 @@ class PassOutcome:
         )
         if self.tags_pending:
             line += f", {self.tags_pending} tags pending"
+        if self.tags_blocked:
+            line += f" ({self.tags_blocked} blocked: MLflow denies EDIT permission)"
         if self.missed_before_window:
             line += f"; {self.missed_hint}"
         return line + (f" ({self.error})" if self.error else "")

@@ -43,6 +43,7 @@ class Health:
 
     database: str
     mlflow: str
+    mlflow_age_seconds: float | None = None  # how old the MLflow state is (a cached probe)
 
     @property
     def ready(self) -> bool:
