@@ -161,6 +161,11 @@ class _Schema:
 
         migrate.ensure_schema(self._engine(), create=create)
 
+    def check_integrity(self) -> None:
+        from service.adapters.db.engine import check_integrity
+
+        check_integrity(self._engine())
+
 
 def build(settings: Settings | None = None, *, clock: Clock | None = None) -> Reckon:
     """The application over these settings; without any, they are read from the

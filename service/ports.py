@@ -65,6 +65,9 @@ class RunSource(Protocol):
         """Raise UnavailableError unless the source answers."""
         ...
 
+    def experiment_ids(self) -> list[str]:
+        """The ids the scans read (the configured ones MLflow has, or every active one)."""
+
     def missing_experiments(self) -> list[str]:
         """Configured experiments the source does not have (or has deleted), as found by
         the calls made so far: they were read without, never a failed call."""
@@ -121,21 +124,15 @@ class LinkStore(Protocol):
 
     def remove(self, estimate_id: str, run_id: str, removed_at: datetime) -> bool:
         """Drop this link; False when there was none."""
-        ...
 
     def version(self) -> int:
-        """The links' version: bumped by every `add`, `add_many` and `remove` (link, import,
-        unlink), never by a pass's own tag links. O(1)."""
-        ...
+        """Bumped by `add`, `add_many`, `remove` (never by a pass's tag links). O(1)."""
 
     def unlinked_since(self, version: int) -> set[str]:
         """The runs unlinked after `version`: a tag a pass read before counts no more."""
-        ...
 
     def prune_changes(self) -> None:
-        """Forget the change log but its newest entry (a pass opening: no older version
-        is compared any more)."""
-        ...
+        """Forget the change log but its newest entry (as a pass opens)."""
 
 
 class RunStore(Protocol):
@@ -234,6 +231,11 @@ class WatermarkStore(Protocol):
     def advance(
         self, value: datetime, *, pass_id: int, now: datetime, source: str = ...
     ) -> None: ...
+
+    def scanned_experiments(self) -> set[str]:
+        """The experiments passes have read from their beginning."""
+
+    def record_scanned(self, ids: Sequence[str], *, pass_id: int, now: datetime) -> None: ...
 
 
 class FactorSetStore(Protocol):
@@ -360,20 +362,19 @@ class SchemaAdmin(Protocol):
 
     def status(self) -> SchemaStatus: ...
 
-    def upgrade(self) -> SchemaStatus:
-        """Migrate to head; returns the new status."""
-        ...
+    def upgrade(self) -> SchemaStatus: ...  # migrate to head; the new status
 
     def ensure(self, *, create: bool = True) -> None:
         """Raise UnavailableError unless the schema is at head (an embedded SQLite database
         upgrades itself). With `create=False`, a SQLite file that is not there yet is a
         NoDatabaseYet, and is not created."""
-        ...
+
+    def check_integrity(self) -> None:
+        """Raise UnavailableError when the database's own check finds it damaged (slow)."""
 
 
 class LaunchRuns(Protocol):
-    """The MLflow runs `reckon launch` creates and ends (adapter:
-    service/adapters/mlflow/launch.py)."""
+    """The MLflow runs `reckon launch` creates and ends (adapters/mlflow/launch.py)."""
 
     tracking_uri: str
 

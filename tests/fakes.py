@@ -54,6 +54,7 @@ class _State:
     outbox: dict[str, tuple[PendingTags, int]] = field(default_factory=dict)  # run -> (, attempts)
     blocked: dict[str, str] = field(default_factory=dict)  # run -> MLflow's refusal (401/403)
     link_changes: list[tuple[str, str | None]] = field(default_factory=list)  # (change, run)
+    scanned_experiments: set[str] = field(default_factory=set)
 
 
 class FakeUnitOfWork:
@@ -338,6 +339,12 @@ class _Watermarks:
     ) -> None:
         self.state.watermark = value
 
+    def scanned_experiments(self) -> set[str]:
+        return set(self.state.scanned_experiments)
+
+    def record_scanned(self, experiment_ids: Sequence[str], *, pass_id: int, now: datetime) -> None:
+        self.state.scanned_experiments.update(experiment_ids)
+
 
 @dataclass
 class _FactorSets:
@@ -465,7 +472,8 @@ class FakeRunSource:
         found = [
             run
             for run in self.runs
-            if run.estimate_id
+            if (window.experiments is None or run.experiment_id in window.experiments)
+            and run.estimate_id
             and run.status in TERMINAL_STATUSES
             and run.ended_at is not None
             and run.ended_at <= window.cutoff
@@ -516,6 +524,10 @@ class FakeRunSource:
 
     def ping(self) -> None:
         self._check()
+
+    def experiment_ids(self) -> list[str]:
+        self._check()
+        return sorted({run.experiment_id for run in self.runs})
 
     def missing_experiments(self) -> list[str]:
         return []
@@ -570,6 +582,9 @@ class FakeSchema:
         return self.status()
 
     def ensure(self, *, create: bool = True) -> None:
+        return None
+
+    def check_integrity(self) -> None:
         return None
 
 

@@ -68,6 +68,8 @@ class ScanWindow:
 
     after: datetime | None
     cutoff: datetime
+    # Only these experiment ids (a newly listed experiment's backfill); None: every one read.
+    experiments: tuple[str, ...] | None = None
 
 
 # --- stored predictions --------------------------------------------------------------------

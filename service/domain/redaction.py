@@ -64,7 +64,20 @@ def public_url(uri: str) -> str | None:
     return urlunsplit((parts.scheme, netloc, redact(parts.path.rstrip("/")), "", ""))
 
 
+# Characters a terminal acts on instead of showing: C0 and C1 controls (escape sequences
+# recolour or rewrite the screen) and the invisible and bidirectional marks (which reorder
+# what is shown). Newline and tab are kept.
+_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character a terminal would act on written as an escape (`\x1b`),
+    for what the CLI prints: a run id from MLflow or a label is data, not a command."""
+    return _UNSHOWABLE.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
 def one_line(text: object, limit: int = 300) -> str:
-    """`text` (an exception, say) as one line of at most `limit` characters, redacted."""
-    line = " ".join(redact(str(text)).split())
+    """`text` (an exception, say) as one line of at most `limit` characters, redacted,
+    with nothing a terminal would act on."""
+    line = terminal_safe(" ".join(redact(str(text)).split()))
     return line if len(line) <= limit else line[: limit - 3] + "..."

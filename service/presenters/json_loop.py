@@ -76,6 +76,7 @@ def outcome_view(outcome: PassOutcome) -> JSON:
         "tags_written": outcome.tags_written,
         "tags_pending": outcome.tags_pending,
         "tags_blocked": outcome.tags_blocked,
+        "backfilled_experiments": list(outcome.backfilled_experiments),
         "blocked_reason": outcome.blocked_reason,
         "missed_before_window": outcome.missed_before_window,
         "missed_hint": outcome.missed_hint,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from service.domain.errors import InputError, ReckonError, UnavailableError
 from service.domain.records import RunningProjection, SchemaStatus
 from service.domain.redaction import public_url
-from service.usecases.cached_probe import CachedProbe
+from service.usecases.cached_probe import NOT_YET, CachedProbe
 from service.usecases.context import Context
 from service.usecases.factor_sets import FactorSets
 from service.usecases.queries import Queries
@@ -22,12 +22,21 @@ class Operations:
         self._queries = queries
         self._factor_sets = factor_sets
         self._mlflow = CachedProbe(lambda: self._check(self._ping_mlflow))
+        # A damaged file can answer the ping and fail other reads: the database's own check
+        # reads every page, so it runs in the background too, every 5 minutes.
+        self._integrity = CachedProbe(
+            lambda: self._check(self._context.adapters.schema().check_integrity),
+            max_age_seconds=300.0,
+        )
 
     def health(self) -> Health:
         """Readiness: the database must answer (checked now); MLflow is reported, not
         required, as last seen by a probe refreshed in the background (never awaited beyond
         half a second, so a slow or hung MLflow cannot time the readiness probe out)."""
         database = self._check(self._ping_database)
+        if database == "ok":
+            integrity = self._integrity.read().state
+            database = "ok" if integrity in ("ok", NOT_YET) else integrity
         mlflow = self._mlflow.read()
         return Health(database=database, mlflow=mlflow.state, mlflow_age_seconds=mlflow.age_seconds)
 

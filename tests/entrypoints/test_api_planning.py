@@ -3,7 +3,9 @@ fakes of our ports: no database and no MLflow server are needed to answer them."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,6 +128,46 @@ def test_liveness_answers_without_a_database() -> None:
     with TestClient(create_app(build(broken))) as client:
         assert client.get("/livez").json() == {"status": "ok"}
         assert client.get("/healthz").status_code == 503
+
+
+def test_readiness_reports_a_damaged_sqlite_file(tmp_path: Path) -> None:
+    """A file whose pages are damaged can still answer the ping (one row of one table):
+    readiness runs SQLite's own check in the background and reports what it found."""
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from service.adapters.db.engine import make_engine
+    from service.adapters.db.unit_of_work import SqlUnitOfWork
+    from service.bootstrap import build
+    from service.config import Settings
+    from service.usecases import registry
+    from tests.builders import an_estimate
+
+    path = tmp_path / "reckon.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    build(Settings(database_url=url)).operations.upgrade_schema()
+    for _ in range(400):  # pages enough that one in the middle holds only estimates
+        registry.save(SqlUnitOfWork(engine), an_estimate(), now=datetime.now(UTC))
+    engine.dispose()
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages, size = (
+            connection.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size")
+        )
+    with TestClient(create_app(build(Settings(database_url=url)))) as client:
+        assert client.get("/healthz").json()["database"] == "ok"  # intact, first
+        with path.open("r+b") as damaged:
+            damaged.seek((pages - 3) * size + 8)
+            damaged.write(b"\xff" * 200)
+        with TestClient(create_app(build(Settings(database_url=url)))) as fresh:
+            answer = fresh.get("/healthz")
+            deadline = time.monotonic() + 10
+            while answer.status_code == 200 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                answer = fresh.get("/healthz")
+    assert answer.status_code == 503
+    assert "is damaged" in answer.json()["database"] and "\n" not in answer.json()["database"]
 
 
 def test_a_token_without_the_bearer_scheme_is_refused() -> None:

@@ -67,6 +67,23 @@ def test_record_then_link_then_show(cli_env: str, capsys: pytest.CaptureFixture[
     assert shown["run_ids"] == ["0123456789abcdef"]
 
 
+def test_control_characters_in_a_run_id_are_printed_escaped(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run id (or label) is data: an escape sequence in it must not recolour or rewrite
+    the operator's terminal when `link`, `estimates show` or an error prints it."""
+    estimate_id = run(capsys, "record", "--predicted", "80h", "--gpu", "h100", "--gpus", "8")[1]
+    hostile = "run-\x1b[2J\x1b]0;owned\x07\u202e"
+    code, out, _ = run(capsys, "link", estimate_id.strip(), hostile, "--force")
+    assert code == 0 and out.strip() == (
+        f"linked run run-\\x1b[2J\\x1b]0;owned\\x07\\u202e to estimate {estimate_id.strip()}"
+    )
+    code, out, _ = run(capsys, "estimates", "show", estimate_id.strip())
+    assert code == 0 and "\\x1b[2J" in out and "\x1b" not in out and "\u202e" not in out
+    code, _, err = run(capsys, "estimates", "show", "nope\x1b[2J")
+    assert code == 3 and "\x1b" not in err and "\\x1b[2J" in err
+
+
 def test_unknown_id_is_one_line_and_exit_3(
     cli_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

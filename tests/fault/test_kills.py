@@ -184,6 +184,9 @@ class StopsServer:
     def missing_experiments(self) -> list[str]:
         return self._inner.missing_experiments()
 
+    def experiment_ids(self) -> list[str]:
+        return self._inner.experiment_ids()
+
 
 def one_pass(engine: Engine, source: object) -> PassOutcome:
     return run_pass(

@@ -69,3 +69,54 @@ def test_a_missing_experiment_is_a_recorded_skip_and_the_rest_are_read(
     assert len(json.loads(running.out)["running"]) == 1
     import_skips = {s["reason"] for s in json.loads(imported.out)["skipped"]}
     assert "missing_experiment" in import_skips
+
+
+def test_a_newly_listed_experiment_is_backfilled_once_from_its_beginning(
+    engine: Engine,
+    cli_env: str,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An experiment added to RECKON_EXPERIMENTS after passes have run: its tagged runs
+    that ended long before the window are read by the next pass (and only by that one)."""
+    first, later = unique_name("pretrain"), unique_name("finetune")
+    first_id, later_id = (
+        mlflow_client.create_experiment(first),
+        mlflow_client.create_experiment(later),
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)
+    monkeypatch.setenv("RECKON_EXPERIMENTS", json.dumps([first]))
+
+    def estimate() -> str:
+        assert main(["record", "--predicted", "30h", "--gpu", "a100-80gb", "--gpus", "8"]) == 0
+        return capsys.readouterr().out.strip()
+
+    def run_in(experiment_id: str, estimate_id: str, days_ago: int) -> None:
+        end = datetime.now(UTC).replace(microsecond=0) - timedelta(days=days_ago)
+        make_training_run(
+            mlflow_client, experiment_id, start=end - timedelta(hours=29), end=end,
+            tags={ESTIMATE_TAG: estimate_id},
+        )  # fmt: skip
+
+    def reconcile() -> dict[str, object]:
+        assert main(["reconcile", "--json"]) == 0
+        outcome: dict[str, object] = json.loads(capsys.readouterr().out)
+        return outcome
+
+    run_in(first_id, estimate(), 20)
+    old = estimate()
+    run_in(later_id, old, 10)  # ten days ago: far behind the 48 h lookback
+    assert reconcile()["reconciled"] == 1  # the first pass reads `first` from its start
+    assert reconcile()["reconciled"] == 0  # the watermark is now; `later` is not listed
+
+    monkeypatch.setenv("RECKON_EXPERIMENTS", json.dumps([first, later]))
+    backfill = reconcile()
+    assert backfill["backfilled_experiments"] == [later_id]
+    assert backfill["reconciled_estimates"] == [old]
+
+    older = estimate()
+    run_in(later_id, older, 30)  # arrives later still, older still: no second backfill
+    again = reconcile()
+    assert again["backfilled_experiments"] == [] and again["reconciled"] == 0

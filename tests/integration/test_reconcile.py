@@ -319,6 +319,9 @@ class StopsMidScan:
     def missing_experiments(self) -> list[str]:
         return self._inner.missing_experiments()
 
+    def experiment_ids(self) -> list[str]:
+        return self._inner.experiment_ids()
+
 
 def test_mlflow_stopping_mid_pass_loses_nothing(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str

@@ -131,3 +131,17 @@ def database_errors(engine: Engine) -> Iterator[None]:
         if translated is None:
             raise
         raise translated from None
+
+
+def check_integrity(engine: Engine) -> None:
+    """Raise UnavailableError when the database's own check finds it damaged. SQLite:
+    `PRAGMA quick_check` (reads every page; seconds on a large file, so callers run it in
+    the background); PostgreSQL verifies each page as it reads it, so there is no separate
+    check to run."""
+    if engine.dialect.name != "sqlite":
+        return
+    with database_errors(engine), engine.connect() as connection:
+        rows = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA quick_check(3)")]
+    if rows != ["ok"]:
+        detail = " ".join("; ".join(rows).split())[:200]
+        raise UnavailableError(f"database {safe_url(engine.url)} is damaged: {detail}")

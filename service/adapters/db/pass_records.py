@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.adapters.db.tables import (
     ReconcilePassRow,
+    ScannedExperimentRow,
     SkippedRunRow,
     SyncStateRow,
 )
@@ -152,3 +153,15 @@ class WatermarkRepository:
         else:
             row.high_water_mark, row.updated_at, row.pass_id = value, now, pass_id
         self._session.flush()
+
+    def scanned_experiments(self) -> set[str]:
+        return set(self._session.scalars(select(ScannedExperimentRow.experiment_id)))
+
+    def record_scanned(self, experiment_ids: Sequence[str], *, pass_id: int, now: datetime) -> None:
+        """These experiments are read from their beginning (an id already recorded stays)."""
+        rows = [
+            {"experiment_id": experiment_id, "pass_id": pass_id, "recorded_at": now}
+            for experiment_id in dict.fromkeys(experiment_ids)
+        ]
+        if rows:
+            upsert(self._session, ScannedExperimentRow, rows, ["experiment_id"], [])

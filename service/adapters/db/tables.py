@@ -223,6 +223,17 @@ class SyncStateRow(Base):
     pass_id: Mapped[int | None] = mapped_column(ForeignKey("reconcile_pass.id"))
 
 
+class ScannedExperimentRow(Base):
+    """An MLflow experiment some pass has read from its beginning (or that was listed when
+    this table came): one newly listed is backfilled once, by the next pass, then recorded."""
+
+    __tablename__ = "scanned_experiment"
+
+    experiment_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    pass_id: Mapped[int] = mapped_column(Integer)  # no FK, as the staging tables (0009)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
 class PassClaimRow(Base):
     """A claim row that keeps passes exclusive where advisory locks do not exist (SQLite);
     the unique key is the lock, `expires_at` frees it after a crash."""

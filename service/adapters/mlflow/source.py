@@ -106,7 +106,9 @@ class MlflowRunSource:
         can affect, and drops the few runs it has already yielded. Only a tie group of more
         than a page of runs ending in the same millisecond is followed by page token.
         """
-        experiment_ids = self._experiment_ids()
+        experiment_ids = self.experiment_ids()
+        if window.experiments is not None:  # a backfill of newly listed experiments
+            experiment_ids = [i for i in experiment_ids if i in window.experiments]
         if not experiment_ids:
             return
         # The cutoff is captured once by the caller: runs that end while we page fall after
@@ -143,7 +145,7 @@ class MlflowRunSource:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
-        experiment_ids = self._experiment_ids()
+        experiment_ids = self.experiment_ids()
         if not experiment_ids:
             return []
         clauses = [_LINKED, _TERMINAL, f"attributes.end_time <= {to_ms(window.cutoff)}"]
@@ -163,7 +165,7 @@ class MlflowRunSource:
         started after `started_after`. MLflow's filters cannot ask for a missing end time
         (IS NULL is for tags and params only) and every end-time bound drops such a run,
         so one request reads the latest-started terminal runs and keeps those without."""
-        experiment_ids = self._experiment_ids()
+        experiment_ids = self.experiment_ids()
         if not experiment_ids:
             return []
         clauses = [_LINKED, _TERMINAL, f"attributes.start_time > {to_ms(started_after)}"]
@@ -199,7 +201,7 @@ class MlflowRunSource:
 
     def running_runs(self) -> Iterator[ObservedRun]:
         """Linked runs still RUNNING, oldest start first."""
-        experiment_ids = self._experiment_ids()
+        experiment_ids = self.experiment_ids()
         if not experiment_ids:
             return
         # Few runs and a short scan: plain page tokens, with the same dedupe against shifts.
@@ -233,7 +235,7 @@ class MlflowRunSource:
         if experiments:  # named on the command line: a wrong name is the user's to fix
             experiment_ids = list(dict.fromkeys(self._named_experiment(e) for e in experiments))
         else:
-            experiment_ids = self._experiment_ids()
+            experiment_ids = self.experiment_ids()
         if not experiment_ids:
             return
         clauses = ["attributes.status = 'FINISHED'"]
@@ -362,7 +364,7 @@ class MlflowRunSource:
     def missing_experiments(self) -> list[str]:
         return list(self._missing)
 
-    def _experiment_ids(self) -> list[str]:
+    def experiment_ids(self) -> list[str]:
         """The configured experiments' ids; one MLflow does not have (or has deleted) is
         left out with a warning, and the rest are read (missing_experiments names it)."""
         if not self._experiments:

@@ -12,6 +12,7 @@ import click
 from service import bootstrap
 from service.app import Reckon
 from service.domain.inputs import ESTIMATE_INPUTS, RawInputs, parse_inputs
+from service.domain.redaction import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -78,4 +79,4 @@ def output(
     if as_json:
         emit_json(as_document(result))
     else:
-        click.echo(as_text(result))
+        click.echo(terminal_safe(as_text(result)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from service.domain.redaction import terminal_safe
 from service.domain.units import parse_duration_seconds
 from service.entrypoints.cli.base import application, cli, emit_json, json_option, output
 from service.presenters import json_views, text
@@ -49,7 +50,8 @@ def link(estimate_id: str, run_id: str, force: bool) -> None:
     """Link an MLflow run to an estimate after the fact. The run must exist in MLflow (exit
     3 if not, 5 if MLflow cannot be asked) unless --force."""
     created = application().registry.link(estimate_id, run_id, force=force)
-    click.echo(f"linked run {run_id} to estimate {estimate_id}" if created else "already linked")
+    linked = f"linked run {run_id} to estimate {estimate_id}" if created else "already linked"
+    click.echo(terminal_safe(linked))
 
 
 @cli.command()

@@ -25,6 +25,8 @@ from service.usecases.nightly import collector, write_back
 from service.usecases.nightly.judging import LOST, Judgments, confirm, judge_again, stage
 from service.usecases.nightly.prefetch import Prefetched
 from service.usecases.nightly.scan import (
+    Handed,
+    Listed,
     Probed,
     admitted,
     probe,
@@ -113,22 +115,23 @@ def _locked_pass(
         mark = uow.watermarks.get()
     # The cutoff is captured once: the window must not grow while it is being paged.
     window = ScanWindow(after=window_start(mark, options), cutoff=started)
-    manual = _Handoff()
+    handoff = _Handoff()
+    listed = Listed()
     with ThreadPoolExecutor(1, thread_name_prefix="reckon-probes") as beside:
         # The probes (two small MLflow requests) go out once the reader has fetched the
         # last page: they overlap the judging of that page instead of delaying a page.
         probed: list[Future[Probed]] = []
         scan = then(
-            scanned_runs(source, window, manual.wait),
+            scanned_runs(source, window, handoff.wait, listed),
             lambda: probed.append(beside.submit(probe, source, window)),
         )
         # Reading starts here: MLflow serves the first page while the pass opens its books.
         with Prefetched(scan, 2 * options.batch_size) as reader:
-            manual_ids: list[str] = []
+            handed = Handed()
             try:
-                pass_id, manual_ids, marker = _open(uow, options, started)
+                pass_id, handed, marker = _open(uow, options, started)
             finally:
-                manual.give(manual_ids)  # a reader waiting for them must not wait forever
+                handoff.give(handed)  # a reader waiting for it must not wait forever
             record = _record(pass_id, options, started, started, window, 0)
             ahead = refit.prepare(started) if refit is not None else None
             try:
@@ -140,9 +143,8 @@ def _locked_pass(
                 record = dataclasses.replace(record, runs_seen=seen)
                 probes = probed[0].result() if probed else Probed()
                 confirm(lock)
-                closed = _close(
-                    uow, clock, options, refit, ahead, record, marker, judgments, scan_skips, probes
-                )
+                read = _Read(judgments, scan_skips, probes, listed)
+                closed = _close(uow, clock, options, refit, ahead, record, marker, read)
             except Exception as error:
                 message = str(error) if isinstance(error, ReckonError) else redact(repr(error))
                 failed = dataclasses.replace(record, ended_at=clock.now(), runs_seen=0)
@@ -158,6 +160,7 @@ def _locked_pass(
         skipped=closed.skipped,
         factor_set=closed.factor_set,
         missed_before_window=closed.missed,
+        backfilled_experiments=listed.backfilled,
         tags_written=written,
         tags_pending=owed.pending,
         tags_blocked=owed.blocked,
@@ -167,9 +170,10 @@ def _locked_pass(
     return outcome
 
 
-def _open(uow: UnitOfWork, options: PassOptions, started: datetime) -> tuple[int, list[str], int]:
-    """The pass's first transaction: its row, the manual links to look up by id, and the
-    links' version as it is now (link, unlink and import bump it)."""
+def _open(uow: UnitOfWork, options: PassOptions, started: datetime) -> tuple[int, Handed, int]:
+    """The pass's first transaction: its row, what the reader needs (the manual links to
+    look up by id, the experiments already scanned) and the links' version as it is now
+    (link, unlink and import bump it)."""
     with uow:
         # Holding the lock, no other pass can be running: rows still 'running' belong to
         # processes that died, and their staged runs were never applied.
@@ -179,8 +183,19 @@ def _open(uow: UnitOfWork, options: PassOptions, started: datetime) -> tuple[int
         manual = uow.runs.unreconciled_manual_links(MANUAL_LINKS_PER_PASS)
         uow.links.prune_changes()
         marker = uow.links.version()
+        scanned = frozenset(uow.watermarks.scanned_experiments())
         uow.commit()
-    return pass_id, manual, marker
+    return pass_id, Handed(manual, scanned), marker
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the pages and the reader concluded before the final transaction."""
+
+    judgments: Judgments
+    scan_skips: list[Skip]
+    probes: Probed
+    listed: Listed
 
 
 @dataclass(frozen=True)
@@ -199,17 +214,15 @@ def _close(
     ahead: Callable[[], object] | None,
     record: PassRecord,
     marker: int,
-    judgments: Judgments,
-    scan_skips: list[Skip],
-    probes: Probed,
+    read: _Read,
 ) -> _Closed:
     """The pass's one final transaction: everything it concluded, and the watermark."""
-    pass_id = record.id
+    pass_id, judgments = record.id, read.judgments
     with uow:
         if uow.passes.started_after(pass_id):
             # The lock was lost and taken back, but another pass got in meanwhile.
             raise ConflictError(LOST)
-        missed, unended = unseen(uow, probes)
+        missed, unended = unseen(uow, read.probes)
         alone = uow.links.version() == marker
         if not alone:
             # Links changed while the pages were judged (`reckon link`, `unlink`, an
@@ -221,7 +234,7 @@ def _close(
         now = clock.now()
         uow.staging.apply(pass_id, now)
         reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]
-        skipped = judgments.skips_after([*scan_skips, *unended])
+        skipped = judgments.skips_after([*read.scan_skips, *unended])
         uow.skips.record(skipped, pass_id=pass_id, now=now)
         if options.write_back:
             uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
@@ -230,6 +243,7 @@ def _close(
         factor_set = refit(uow, pass_id, clock.now(), early) if refit is not None else None
         assert record.window_cutoff is not None
         uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
+        uow.watermarks.record_scanned(read.listed.experiment_ids, pass_id=pass_id, now=now)
         # The staged rows stay until the next pass opens (it clears all staging in its first
         # transaction, while MLflow serves its first page): not deleted on the way out.
         uow.passes.finish(
@@ -247,20 +261,20 @@ def _close(
 
 
 class _Handoff:
-    """The manual link ids, read by the pass's first transaction, waited for by the reader
-    thread once its scan is done (by then they are long known)."""
+    """What the pass's first transaction read for the reader thread (the manual link ids,
+    the experiments already scanned), waited for once its window is scanned."""
 
     def __init__(self) -> None:
-        self._ids: list[str] = []
+        self._handed = Handed()
         self._given = threading.Event()
 
-    def give(self, ids: list[str]) -> None:
-        self._ids = ids
+    def give(self, handed: Handed) -> None:
+        self._handed = handed
         self._given.set()
 
-    def wait(self) -> list[str]:
+    def wait(self) -> Handed:
         self._given.wait()
-        return self._ids
+        return self._handed
 
 
 def _record(

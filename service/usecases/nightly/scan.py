@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from service.domain import comparison
+from service.domain import bounds, comparison
 from service.domain.errors import ReckonError
 from service.domain.records import ObservedRun, ScanWindow, Skip
 from service.ports import RunSource, UnitOfWork
@@ -70,13 +70,50 @@ def then(items: Iterator[T], action: Callable[[], object]) -> Iterator[T]:
     action()
 
 
+@dataclass(frozen=True)
+class Handed:
+    """What the pass's first transaction hands the reader (long known once it needs it)."""
+
+    manual: Sequence[str] = ()  # hand-made links to look up by id, beyond the window
+    scanned: frozenset[str] = frozenset()  # experiments read from their beginning
+
+
+@dataclass
+class Listed:
+    """What the reader found listed: recorded as scanned by the final transaction."""
+
+    experiment_ids: list[str] = field(default_factory=list)
+    backfilled: list[str] = field(default_factory=list)  # newly listed, read from the start
+
+
+def newly_listed(listed: Sequence[str], scanned: frozenset[str], window: ScanWindow) -> list[str]:
+    """Experiments to backfill: listed now, never read from their beginning. None on a full
+    rescan (it reads everything), nor when nothing was ever recorded (a database older than
+    the record: what is listed was read all along, and is recorded now)."""
+    if window.after is None or not scanned:
+        return []
+    return [experiment_id for experiment_id in listed if experiment_id not in scanned]
+
+
 def scanned_runs(
-    source: RunSource, window: ScanWindow, manual: Callable[[], Sequence[str]]
+    source: RunSource, window: ScanWindow, handed: Callable[[], Handed], listed: Listed
 ) -> Iterator[ObservedRun]:
+    """The window's runs; then, once, the earlier runs of newly listed experiments (they
+    end at or before the window opens, so no run comes twice); then the hand-made links."""
     yield from source.terminated_runs(window)
-    ids = manual()
-    if ids:
-        yield from source.runs_by_id(ids)
+    given = handed()
+    listed.experiment_ids = [  # an id no column can hold is never recorded (it is re-read)
+        i
+        for i in source.experiment_ids()
+        if bounds.text_problem(i, bounds.EXPERIMENT_ID_CHARS) is None
+    ]
+    listed.backfilled = newly_listed(listed.experiment_ids, given.scanned, window)
+    if listed.backfilled and window.after is not None:
+        log.info("backfilling newly listed experiments %s", ", ".join(listed.backfilled))
+        before = ScanWindow(None, window.after, tuple(listed.backfilled))
+        yield from source.terminated_runs(before)
+    if given.manual:
+        yield from source.runs_by_id(given.manual)
 
 
 def admitted(runs: Iterator[ObservedRun], skips: list[Skip]) -> Iterator[ObservedRun]:

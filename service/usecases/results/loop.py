@@ -64,6 +64,8 @@ class PassOutcome:
     skipped: list[Skip] = field(default_factory=list)
     factor_set: int | None = None
     error: str | None = None
+    # Experiments newly listed in RECKON_EXPERIMENTS, read from their beginning by this pass.
+    backfilled_experiments: list[str] = field(default_factory=list)
     tags_written: int = 0
     tags_pending: int = 0  # write-back still owed (MLflow refused or was down); retried
     tags_blocked: int = 0  # of those, refused for want of permission (401/403)
@@ -87,6 +89,8 @@ class PassOutcome:
             f"pass {self.pass_id} {self.status}: {self.runs_seen} runs seen, "
             f"{len(self.reconciled)} reconciled, {len(self.skipped)} skipped"
         )
+        if self.backfilled_experiments:
+            line += f", {len(self.backfilled_experiments)} newly listed experiments backfilled"
         if self.tags_pending:
             line += f", {self.tags_pending} tags pending"
         if self.tags_blocked:
