@@ -121,7 +121,7 @@ def _prior_of(runs: Sequence[PublishedRun]) -> Prior:
 
 def published_time_ordered(method: Method) -> list[Prediction]:
     rows = published_jobs(shipped_published_runs())
-    predictions = []
+    predictions: list[Prediction] = []
     for run, job in rows:
         earlier = [(r, j) for r, j in rows if j.ended_at < job.started_at]
         prior = _prior_of([r for r, _ in earlier])
@@ -134,7 +134,7 @@ def published_time_ordered(method: Method) -> list[Prediction]:
 
 def published_leave_one_out(method: Method) -> list[Prediction]:
     rows = published_jobs(shipped_published_runs())
-    predictions = []
+    predictions: list[Prediction] = []
     latest = max(job.ended_at for _, job in rows)
     for run, job in rows:
         others = [(r, j) for r, j in rows if r.name != run.name]

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer
 from tests.integration import framework_runs as frameworks
 from tests.integration.framework_runs import Truth
 
-BUILDERS = {
+BUILDERS: dict[str, Callable[[MlflowClient, str, Truth, datetime], str]] = {
     "hf-trainer": frameworks.hf_trainer_run,
     "composer": frameworks.composer_run,
     "lightning": frameworks.lightning_run,

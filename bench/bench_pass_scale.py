@@ -88,7 +88,7 @@ def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int,
     )
     app.operations.require_schema()  # the schema check outside the timing
     refit_seconds: list[float] = []
-    in_pass = app._refit_in_pass()
+    in_pass = app.loop._refit_in_pass()
 
     class TimedRefit:
         """The pass's refit, its time in the final transaction measured (the early read
@@ -103,7 +103,7 @@ def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int,
             finally:
                 refit_seconds.append(time.perf_counter() - started)
 
-    app._refit_in_pass = TimedRefit  # type: ignore[method-assign,assignment]
+    app.loop._refit_in_pass = TimedRefit  # type: ignore[method-assign,assignment]
     started = time.perf_counter()
     outcome = app.loop.reconcile(trigger="bench")
     elapsed = time.perf_counter() - started

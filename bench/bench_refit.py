@@ -57,7 +57,7 @@ def synthetic_history(n: int, seed: int = 7) -> ObservationArrays:
         effective_utilization=effective,
         utilization=np.where(has_throughput, u, np.nan),
         overhead=np.where(has_throughput, f, np.nan),
-        gpus=2.0 ** rng.integers(3, 12, n),
+        gpus=np.exp2(rng.integers(3, 12, n).astype(np.float64)),
         params=10.0 ** rng.uniform(9.0, 11.0, n),
         tokens=10.0 ** rng.uniform(10.0, 12.5, n),
     )

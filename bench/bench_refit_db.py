@@ -198,7 +198,7 @@ def main() -> None:
         prior = default_prior()
 
         # The parts alone (the same calls Reckon.refit makes).
-        params = app.fit_parameters
+        params = app.loop._context.fit_parameters
         horizon = NOW - timedelta(seconds=fit.horizon_seconds(params))
         found: list[ObservationArrays] = []
 

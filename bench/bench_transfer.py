@@ -256,7 +256,8 @@ def _real_row(name: str, r: Row) -> str:
 def _beyond_history(scored: Sequence[Scored]) -> tuple[list[Scored], list[Scored]]:
     """(targets with more GPUs or parameters than any run ended before them, the rest)."""
     jobs = [s.job for s in scored]
-    beyond, within = [], []
+    beyond: list[Scored] = []
+    within: list[Scored] = []
     for s in scored:
         before = [j for j in jobs if j.ended_at < s.job.started_at]
         top_gpus = max((j.gpus or 0 for j in before), default=0)

@@ -102,7 +102,7 @@ def size_factor(params: float) -> float:
 
 def scale_factor(gpus: float, segment: OrgSegment) -> float:
     """Utilization falls with GPU count (communication), smoothly: not a power law."""
-    return 1.0 / (1.0 + (gpus / segment.gpus_half) ** segment.scale_exponent)
+    return float(1.0 / (1.0 + (gpus / segment.gpus_half) ** segment.scale_exponent))
 
 
 def expected_restart_hours() -> float:
