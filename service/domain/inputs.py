@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from service.domain import bounds
 from service.domain.errors import InputError
 from service.domain.hardware import PRECISIONS
 from service.domain.units import parse_count
-from service.domain.values import DEFAULT_OVERHEAD, DEFAULT_UTILIZATION
+from service.domain.values import DEFAULT_OVERHEAD, DEFAULT_UTILIZATION, RECOMPUTE_MODES
 
 Kind = Literal["count", "text", "int", "float"]
 
@@ -28,39 +29,72 @@ class InputField:
     default: str | None = None
     required: bool = False
     shown_default: str | None = None  # a default applied later (None here means "not given")
+    # What the checks below enforce, as JSON Schema keywords for the API's OpenAPI document
+    # (minimum, exclusiveMaximum, enum, pattern): the schema says what the server accepts.
+    schema: Mapping[str, object] | None = None
 
     @property
     def option(self) -> str:
         return "--" + self.name.replace("_", "-")
 
 
+_COUNT: Mapping[str, object] = {"minimum": 1, "maximum": bounds.INT_MAX}
+
 ESTIMATE_INPUTS: tuple[InputField, ...] = (
     InputField("params", "count", "(Active) parameters: 7e9, 7B.", required=True),
     InputField("tokens", "count", "Training tokens: 1e12, 1T.", required=True),
     InputField("gpu", "text", "GPU model, e.g. a100-80gb, h100-sxm.", required=True),
-    InputField("gpus", "int", "Number of GPUs.", required=True),
-    InputField("precision", "text", "Numeric precision: " + ", ".join(PRECISIONS) + ".", "bf16"),
-    InputField("recompute", "text", "Activation recomputation: none, selective or full.", "none"),
+    InputField("gpus", "int", "Number of GPUs.", required=True, schema=_COUNT),
     InputField(
-        "recompute_factor", "float", "Explicit hardware/model FLOPs ratio (overrides recompute)."
+        "precision",
+        "text",
+        "Numeric precision: " + ", ".join(PRECISIONS) + ".",
+        "bf16",
+        schema={"enum": list(PRECISIONS)},
+    ),
+    InputField(
+        "recompute",
+        "text",
+        "Activation recomputation: none, selective or full.",
+        "none",
+        schema={"enum": list(RECOMPUTE_MODES)},
+    ),
+    InputField(
+        "recompute_factor",
+        "float",
+        "Explicit hardware/model FLOPs ratio (overrides recompute).",
+        schema={"minimum": 1},
     ),
     InputField(
         "utilization",
         "float",
         "Hardware FLOPs utilization u in (0, 1].",
         shown_default=str(DEFAULT_UTILIZATION),
+        schema={"exclusiveMinimum": 0, "maximum": 1},
     ),
     InputField(
         "overhead",
         "float",
         "Overhead share of wall time f in [0, 1).",
         shown_default=f"{DEFAULT_OVERHEAD:g}",
+        schema={"minimum": 0, "exclusiveMaximum": 1},
     ),
-    InputField("layers", "int", "Layers L (adds the attention term)."),
-    InputField("hidden_size", "int", "Model width d."),
-    InputField("seq_len", "int", "Sequence length T."),
-    InputField("price_per_gpu_hour", "float", "Price of one GPU-hour, to report cost."),
-    InputField("currency", "text", "Currency of the price and the cost (ISO 4217 code).", "USD"),
+    InputField("layers", "int", "Layers L (adds the attention term).", schema=_COUNT),
+    InputField("hidden_size", "int", "Model width d.", schema=_COUNT),
+    InputField("seq_len", "int", "Sequence length T.", schema=_COUNT),
+    InputField(
+        "price_per_gpu_hour",
+        "float",
+        "Price of one GPU-hour, to report cost.",
+        schema={"minimum": 0},
+    ),
+    InputField(
+        "currency",
+        "text",
+        "Currency of the price and the cost (ISO 4217 code).",
+        "USD",
+        schema={"pattern": "^[A-Z]{3}$"},
+    ),
 )
 
 

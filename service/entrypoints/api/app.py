@@ -9,9 +9,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.app import Reckon
 from service.domain.errors import (
@@ -87,6 +90,7 @@ def create_app(
     api.add_exception_handler(ReckonError, _domain_error)  # type: ignore[arg-type]
     api.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     api.add_exception_handler(Unauthorized, _unauthorized)
+    api.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     for module in (planning, loop, ops):
         api.include_router(module.router)
     api.add_middleware(BodyGuard, reckon=app)
@@ -110,6 +114,29 @@ async def _domain_error(_request: Request, error: ReckonError) -> JSONResponse:
         problem = {"type": "value_error", "loc": [], "msg": str(error)}
         return JSONResponse({"detail": [problem]}, status_code=code)
     return JSONResponse({"detail": str(error)}, status_code=code)
+
+
+async def _http_error(request: Request, error: StarletteHTTPException) -> Response:
+    """Starlette's own answers, two made honest: a body that cannot be parsed at all (not
+    UTF-8, not JSON) is a 422 in the shape of every other bad input, not an undocumented
+    400; a 405 lists in `Allow` every method the path has, not only those of the one route
+    that matched it (GET and POST /v1/estimates are two routes)."""
+    if error.status_code == 400:
+        problem = {"type": "json_invalid", "loc": ["body"], "msg": str(error.detail)}
+        return JSONResponse({"detail": [problem]}, status_code=422)
+    if error.status_code == 405:
+        allowed = sorted(
+            {
+                method
+                for route in request.app.routes
+                if isinstance(route, APIRoute) and route.path_regex.match(request.url.path)
+                for method in route.methods or ()
+            }
+        )
+        return JSONResponse(
+            {"detail": str(error.detail)}, status_code=405, headers={"Allow": ", ".join(allowed)}
+        )
+    return await http_exception_handler(request, error)
 
 
 async def _unauthorized(_request: Request, _error: Exception) -> JSONResponse:

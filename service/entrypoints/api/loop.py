@@ -30,7 +30,10 @@ def accuracy(
     app: App,
     by: Annotated[
         str | None,
-        Query(description=", ".join(ACCURACY_GROUPINGS) + "; gpu is an alias of gpu_type"),
+        Query(
+            description=", ".join(ACCURACY_GROUPINGS) + "; gpu is an alias of gpu_type",
+            json_schema_extra={"enum": [*ACCURACY_GROUPINGS, "gpu"]},
+        ),
     ] = None,
     since: str | None = None,
 ) -> JSON:

@@ -14,14 +14,18 @@ _TYPES: dict[str, Any] = {"count": str | float, "text": str, "int": int, "float"
 
 
 def _field(spec: InputField) -> tuple[Any, Any]:
+    """The field as FastAPI declares it. The bounds are stated in the schema (`spec.schema`)
+    and checked by the domain, which words the 422 the same for the CLI and the API."""
     annotation = _TYPES[spec.kind]
     description = spec.help + (f" Default: {spec.shown_default}." if spec.shown_default else "")
+    extra: dict[str, Any] | None = dict(spec.schema) if spec.schema else None
     if spec.required:
-        minimum = 1 if spec.name == "gpus" else None
-        return annotation, Field(description=description, ge=minimum)
+        return annotation, Field(description=description, json_schema_extra=extra)
     if spec.default is not None:
-        return annotation, Field(default=spec.default, description=description)
-    return annotation | None, Field(default=None, description=description)
+        return annotation, Field(
+            default=spec.default, description=description, json_schema_extra=extra
+        )
+    return annotation | None, Field(default=None, description=description, json_schema_extra=extra)
 
 
 _CALIBRATION: dict[str, Any] = {
