@@ -13,7 +13,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -142,6 +143,17 @@ class MlflowServer:
         raise RuntimeError(
             f"mlflow server not ready at {self.uri} after {timeout:.0f} s:\n" + self.log_tail()
         )
+
+    @contextmanager
+    def hung(self) -> Iterator[None]:
+        """The server frozen (SIGSTOP to its process group): it still accepts connections
+        (the kernel queues them) but answers nothing until the block ends (SIGCONT)."""
+        assert self._process is not None and self.running
+        os.killpg(self._process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(self._process.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         process, self._process = self._process, None

@@ -4,7 +4,6 @@ tested without either in test_api_planning.py."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -154,13 +153,13 @@ def test_healthz_reports_database_and_mlflow(api: TestClient) -> None:
     assert 0 <= body["mlflow_checked_seconds_ago"] < 5
 
 
-def test_healthz_answers_at_once_while_mlflow_hangs(database_url: str) -> None:
-    """Readiness must not wait on MLflow: a server that accepts and never answers (hung)."""
-    with socket.socket() as hung:
-        hung.bind(("127.0.0.1", 0))
-        hung.listen(16)
-        uri = f"http://127.0.0.1:{hung.getsockname()[1]}"
-        with make_client(database_url, uri, "", None) as client:
+def test_healthz_answers_at_once_while_mlflow_hangs(
+    database_url: str, mlflow_server: MlflowServer
+) -> None:
+    """Readiness must not wait on MLflow: the real server frozen (it accepts connections and
+    answers nothing), then thawed, when readiness reports it again."""
+    with make_client(database_url, mlflow_server.uri, "", None) as client:
+        with mlflow_server.hung():
             for _ in range(3):  # the first read, and reads while the probe is still out
                 started = time.monotonic()
                 response = client.get("/healthz")
@@ -168,6 +167,7 @@ def test_healthz_answers_at_once_while_mlflow_hangs(database_url: str) -> None:
                 assert response.status_code == 200 and response.json()["database"] == "ok"
                 assert seconds < 1.0, f"/healthz took {seconds:.1f} s on a hung MLflow"
             assert response.json()["mlflow"].startswith("not probed yet")
+        assert _settled_health(client).json()["mlflow"] == "ok"
 
 
 def test_healthz_is_503_when_the_database_is_down(mlflow_server: MlflowServer) -> None:
