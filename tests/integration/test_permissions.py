@@ -32,6 +32,17 @@ pytestmark = pytest.mark.mlflow
 RESULT_TAGS = ("reckon.predicted_seconds", "reckon.observed_seconds", "reckon.error_pct")
 
 
+def a_linked_run(engine: Engine, client: MlflowClient, experiment_id: str) -> str:
+    """The id of a 29-hour run tagged for a newly saved estimate, ended an hour ago."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    estimate_id = registry.save(SqlUnitOfWork(engine), an_estimate(), now=now).id
+    run_id = make_training_run(
+        client, experiment_id, start=now - timedelta(hours=30), end=now - timedelta(hours=1),
+        tags={ESTIMATE_TAG: estimate_id},
+    )  # fmt: skip
+    return run_id
+
+
 def reconcile(engine: Engine, uri: str, experiment_id: str) -> PassOutcome:
     source = MlflowRunSource(uri, [experiment_id], "tokens_per_second", retries=0)
     return run_pass(
@@ -48,12 +59,7 @@ def test_a_read_only_accounts_tags_are_kept_shown_and_written_once_edit_is_grant
 ) -> None:
     experiment_id = str(admin_client.create_experiment(unique_name()))
     reader_uri, reader = create_user(auth_mlflow_server)
-    now = datetime.now(UTC).replace(microsecond=0)
-    estimate_id = registry.save(SqlUnitOfWork(engine), an_estimate(), now=now).id
-    run_id = make_training_run(
-        admin_client, experiment_id, start=now - timedelta(hours=30), end=now - timedelta(hours=1),
-        tags={ESTIMATE_TAG: estimate_id},
-    )  # fmt: skip
+    run_id = a_linked_run(engine, admin_client, experiment_id)
 
     with caplog.at_level(logging.WARNING):
         denied = reconcile(engine, reader_uri, experiment_id)
@@ -89,12 +95,7 @@ def test_a_read_only_accounts_tags_are_kept_shown_and_written_once_edit_is_grant
 def test_a_run_that_is_gone_is_still_dropped_from_the_outbox(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:
-    now = datetime.now(UTC).replace(microsecond=0)
-    estimate_id = registry.save(SqlUnitOfWork(engine), an_estimate(), now=now).id
-    run_id = make_training_run(
-        mlflow_client, experiment_id, start=now - timedelta(hours=30), end=now - timedelta(hours=1),
-        tags={ESTIMATE_TAG: estimate_id},
-    )  # fmt: skip
+    run_id = a_linked_run(engine, mlflow_client, experiment_id)
     source = MlflowRunSource(mlflow_server.uri, [experiment_id], "tokens_per_second", retries=0)
     options = PassOptions(write_back=False)
     uow = SqlUnitOfWork(engine)
