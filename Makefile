@@ -35,8 +35,13 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Worker processes for the suite (pytest-xdist). It waits on servers and subprocesses more
+# than it computes, so three beat two on a 2-core machine (bench/README.md, "Test suite").
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
+
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The unit suite alone (pure logic and fakes of our own ports; no servers): seconds.
 unit: $(VENV)/.dev-installed

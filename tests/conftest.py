@@ -1,7 +1,10 @@
 """Fixtures every layer shares: real databases on the migrated schema (SQLite always,
 PostgreSQL when RECKON_TEST_DATABASE_URL is set), each test starting from empty tables;
 and one real `mlflow server` per test session (it takes seconds to start), with a fresh
-experiment per test so tests run in any order."""
+experiment per test so tests run in any order. Under pytest-xdist (`make test`) each worker
+process is a session of its own: its own servers, SQLite files and PostgreSQL schemas, so
+workers share nothing but the PostgreSQL database, in which each schema also keys its own
+pass lock."""
 
 from __future__ import annotations
 

@@ -177,6 +177,15 @@ def _terminate_lock_backend(engine: Engine) -> None:
             time.sleep(0.01)
 
 
+def _wait_for_a_pass_row(engine: Engine) -> None:
+    deadline = time.monotonic() + 10
+    with engine.connect() as connection:
+        while not connection.scalar(select(ReconcilePassRow.id).limit(1)):
+            assert time.monotonic() < deadline, "the pass never recorded itself"
+            time.sleep(0.01)
+            connection.rollback()
+
+
 def test_a_dropped_lock_connection_neither_raises_nor_admits_a_second_pass(
     engine: Engine,
 ) -> None:
@@ -187,6 +196,9 @@ def test_a_dropped_lock_connection_neither_raises_nor_admits_a_second_pass(
 
     class DropsTheLockMidScan(FakeRunSource):
         def terminated_runs(self, window):  # type: ignore[no-untyped-def]
+            # The reader thread starts paging before the pass has recorded itself; the
+            # lock is dropped mid-scan, so once the first pass's row exists.
+            _wait_for_a_pass_row(engine)
             _terminate_lock_backend(engine)
             # The lock is free now: a second pass gets in and runs to completion...
             rival.append(run_once(engine, FakeRunSource([a_run("run-1", estimate_id)])))
