@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from service import environment
 from service.app import Adapters, Policy, Reckon
-from service.domain.errors import InputError
+from service.domain.errors import MlflowNotConfigured
 from service.domain.hardware import Catalog, build_catalog
 from service.domain.records import SchemaStatus
 from service.ports import Clock
@@ -91,7 +91,7 @@ class _Wiring:
 
         settings = self.settings
         if not settings.mlflow_tracking_uri:
-            raise InputError("MLFLOW_TRACKING_URI is not set; point it at the MLflow server")
+            raise MlflowNotConfigured()
         return MlflowRunSource(
             settings.mlflow_tracking_uri,
             settings.experiment_list,
@@ -110,7 +110,7 @@ class _Wiring:
         from service.adapters.mlflow.launch import MlflowLaunchRuns
 
         if not self.settings.mlflow_tracking_uri:
-            raise InputError("MLFLOW_TRACKING_URI is not set; point it at the MLflow server")
+            raise MlflowNotConfigured()
         return MlflowLaunchRuns(self.settings.mlflow_tracking_uri)
 
     def pass_lock(self) -> PassLock:

@@ -33,6 +33,17 @@ def _dialect_params() -> list[object]:
     ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def mlflow_client_environment() -> Iterator[None]:
+    """MLflow's client retries for minutes by default: every test gets the short budget of
+    CLIENT_ENVIRONMENT from the start of its session, not only once some test has started a
+    server (a test of a dead server that ran first on its worker would wait minutes)."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in CLIENT_ENVIRONMENT.items():
+            env.setenv(name, value)
+        yield
+
+
 @pytest.fixture(scope="session", params=_dialect_params())
 def migrated_database_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

@@ -27,7 +27,12 @@ class NotFoundError(ReckonError):
 
 
 class NoDatabaseYet(NotFoundError):
-    """A read found no database: nothing has been saved yet (and the read created none)."""
+    """A read found no database: nothing has been saved yet (and the read created none).
+    `where` names the file looked for."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
 
 
 class ConflictError(ReckonError):
@@ -72,3 +77,14 @@ def require_fraction(value: float, name: str, *, allow_zero: bool, allow_one: bo
         high = "1]" if allow_one else "1)"
         raise InputError(f"{name} must be in {low}, {high}, got {value!r}")
     return value
+
+
+class MlflowNotConfigured(UnavailableError):
+    """MLFLOW_TRACKING_URI is not set: what needs MLflow is unavailable until it is (exit 5,
+    HTTP 503: a server's configuration, not the caller's request, is what is missing)."""
+
+    def __init__(self) -> None:
+        super().__init__(NOT_CONFIGURED)
+
+
+NOT_CONFIGURED = "MLflow is not configured: set MLFLOW_TRACKING_URI to the MLflow server"

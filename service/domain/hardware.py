@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.domain import spelling
 from service.domain.errors import InputError, ReckonError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
@@ -270,6 +271,9 @@ class Catalog:
     def resolve(self, name: str) -> GpuSpec:
         canonical = self._index.get(normalize_name(name))
         if canonical is None:
+            close = spelling.closest(normalize_name(name), self._index)
+            if close:
+                raise InputError(f"unknown GPU {name!r}; did you mean {' or '.join(close)}?")
             known = ", ".join(spec.name for spec in self.gpus())
             raise InputError(
                 f"unknown GPU {name!r}; known: {known} "
@@ -280,6 +284,8 @@ class Catalog:
     def peak_flops(self, gpu: str, precision: str) -> float:
         spec = self.resolve(gpu)
         key = normalize_precision(precision)
+        if key not in PRECISIONS:
+            raise InputError(spelling.unknown_precision(precision, key, PRECISIONS))
         peak = spec.peak_flops.get(key)
         if peak is None:
             has = ", ".join(p for p in PRECISIONS if p in spec.peak_flops)

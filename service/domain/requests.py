@@ -5,6 +5,7 @@ handed in (storing estimates is the registry's, in service/usecases)."""
 from __future__ import annotations
 
 from service.domain import flops
+from service.domain.errors import InputError
 from service.domain.hardware import PRECISIONS, Catalog, normalize_precision
 from service.domain.inputs import RawInputs
 from service.domain.values import (
@@ -22,6 +23,7 @@ from service.domain.values import (
 def build_request(catalog: Catalog, raw: RawInputs) -> EstimateRequest:
     """Validate and canonicalise: the GPU name becomes the catalog's, the precision must be
     one the chip has (checked here so the error names the GPU)."""
+    _require_plausible(raw)
     spec = catalog.resolve(raw.gpu)
     precision = normalize_precision(raw.precision)
     catalog.peak_flops(spec.name, precision)
@@ -38,6 +40,21 @@ def build_request(catalog: Catalog, raw: RawInputs) -> EstimateRequest:
         price_per_gpu_hour=raw.price_per_gpu_hour,
         currency=raw.currency.strip().upper(),
     )
+
+
+# A planner's count below this is a forgotten suffix (`--params 7` for 7B), never a model or
+# a dataset: the answer would be "0 seconds". Small real jobs (a test model of 200k
+# parameters on 8k tokens) stay above it. Imports and reconciliations never come here.
+MIN_PLANNED_COUNT = 1_000
+
+
+def _require_plausible(raw: RawInputs) -> None:
+    for name, value, example in (("params", raw.params, "7B"), ("tokens", raw.tokens, "1T")):
+        if value < MIN_PLANNED_COUNT:
+            raise InputError(
+                f"{name} {value:g} is under 1,000, too few to train; did you forget the "
+                f"suffix? counts take K, M, B, T (e.g. {example})"
+            )
 
 
 def _recompute(text: str) -> Recompute:

@@ -10,7 +10,7 @@ import socket
 import uvicorn
 
 from service.app import Reckon
-from service.domain.errors import InputError
+from service.domain.errors import NOT_CONFIGURED, InputError
 from service.entrypoints.api.app import create_app
 from service.entrypoints.scheduler import build_scheduler
 
@@ -51,7 +51,17 @@ def serve(app: Reckon, *, host: str, port: int, with_scheduler: bool) -> None:
         on_shutdown=None if scheduler is None else lambda: scheduler.shutdown(wait=True),
     )
     configure_logging()
+    warn_without_mlflow(app)
     uvicorn.run(api, host=host, port=port, log_level="info")
+
+
+def warn_without_mlflow(app: Reckon) -> None:
+    """Serving without MLflow is allowed (estimates, plans, history need none), but said at
+    start: the nightly pass, import and running answer 503 until it is set."""
+    if not app.policy.mlflow_tracking_uri:
+        log.warning(
+            "%s; until then the nightly pass, import and running fail (HTTP 503)", NOT_CONFIGURED
+        )
 
 
 def run_scheduler(app: Reckon) -> None:
@@ -59,6 +69,7 @@ def run_scheduler(app: Reckon) -> None:
     app.operations.require_schema()  # refuse to start on an out-of-date schema
     scheduler = build_scheduler(app, blocking=True)
     configure_logging()
+    warn_without_mlflow(app)
 
     def stop(_signum: int, _frame: object) -> None:
         scheduler.shutdown(wait=True)  # a running pass finishes (or rolls back) first

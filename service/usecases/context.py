@@ -4,6 +4,7 @@ GPU names, the factor set a calibrated answer uses). Holds no use case itself.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,8 @@ from service.domain.inputs import RawInputs
 from service.domain.units import parse_since
 from service.domain.values import DEFAULT_HALF_LIFE_DAYS
 from service.ports import Clock, LaunchRuns, PassLock, RunSource, SchemaAdmin, UnitOfWork
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, FitParameters, Prior, SegmentFactors
@@ -89,15 +92,23 @@ class Context:
 
     def chosen_factor_set(self, inputs: RawInputs, version: int | None) -> FactorSet | None:
         """The factor set a calibrated answer uses: the pinned `version`, else the active
-        one; None (the published prior) before any set, or before anything was saved."""
+        one; None (the published prior) before any set is active. With no database at all
+        the prior answers too (a planner may ask before any loop ran), but never silently:
+        one warning names the file, since a command run from another folder than the one
+        whose relative default URL holds the history would drop what the loop learned."""
         if inputs.factors_given:
             raise InputError("calibrated estimates use fitted factors; drop utilization/overhead")
         try:
             with self.adapters.reader() as uow:
                 return uow.factor_sets.active() if version is None else pinned(uow, version)
-        except NoDatabaseYet:
+        except NoDatabaseYet as error:
             if version is not None:
                 raise
+            log.warning(
+                "reckon: warning: no database at %s, so nothing a refit learned: the published "
+                "prior answered (set RECKON_DATABASE_URL to the database that holds the history)",
+                error.where or "the configured URL",
+            )
             return None
 
     def segments(self, chosen: FactorSet | None) -> Mapping[str, SegmentFactors]:

@@ -37,6 +37,8 @@ class Operations:
         if database == "ok":
             integrity = self._integrity.read().state
             database = "ok" if integrity in ("ok", NOT_YET) else integrity
+        if not self._context.policy.mlflow_tracking_uri:
+            return Health(database=database, mlflow="not configured", mlflow_age_seconds=None)
         mlflow = self._mlflow.read()
         return Health(database=database, mlflow=mlflow.state, mlflow_age_seconds=mlflow.age_seconds)
 

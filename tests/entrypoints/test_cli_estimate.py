@@ -419,3 +419,31 @@ def test_calibrated_sensitivity_gives_a_range_per_row(
         for row in table["rows"]
     )
     assert code == 0 and "P10" in human and "P90" in human
+
+
+@pytest.mark.parametrize(
+    ("changed", "said"),
+    [
+        (["--params", "7"], "params 7 is under 1,000"),  # the B forgotten: was "0 seconds"
+        (["--tokens", "300"], "tokens 300 is under 1,000"),
+        (["--gpu", "a100-80"], "did you mean a100-80gb?"),
+        (["--gpu", "h100sxm"], "did you mean h100-sxm?"),
+        (["--precision", "bf61"], "unknown precision 'bf61'; did you mean bf16"),
+    ],
+    ids=["params", "tokens", "gpu-prefix", "gpu-dash", "precision"],
+)
+def test_implausible_or_misspelled_planner_input_is_refused_with_a_hint(
+    changed: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    option = changed[0]
+    if option in MODEL_ARGS:
+        at = MODEL_ARGS.index(option)
+        model = [*MODEL_ARGS[:at], *changed, *MODEL_ARGS[at + 2 :]]
+    else:
+        model = [*MODEL_ARGS, *changed]
+
+    for extra in (["estimate", "--gpus", "8"], ["plan", "--deadline", "30d"]):
+        command = extra[0]
+        code, out, err = reckon(capsys, [command, *model, *extra[1:]])
+        assert code == 2 and out == "" and said in err, (command, err)
+        assert err.count("\n") == 1

@@ -227,3 +227,45 @@ def test_a_calibrated_estimate_before_anything_was_saved_uses_the_prior_and_crea
 
     assert run(capsys, "estimate", *args, "--save")[0] == 0  # a write creates it
     assert [path.name for path in tmp_path.iterdir()] == ["reckon.db"]
+
+
+def _reckon(env: dict[str, str], cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RECKON, *argv], capture_output=True, text=True, env=env, cwd=cwd, check=False
+    )
+
+
+def test_a_calibrated_estimate_without_a_database_warns_that_the_prior_answered(
+    tmp_path: Path,
+) -> None:
+    """Run from a folder without the history (the default URL is relative): the answer
+    still comes, from the published prior, but one stderr line says so and names the file."""
+    env = {**os.environ, "RECKON_DATABASE_URL": "sqlite:///nowhere.db"}
+    args = [a for a in SEED_ARGS if a not in ("--utilization", "0.4")]
+
+    done = _reckon(env, tmp_path, "estimate", *args, "--calibrated", "--json")
+
+    assert done.returncode == 0 and json.loads(done.stdout)["factor_source"] == "prior"
+    warning = done.stderr.strip()
+    assert warning.count("\n") == 0 and "published prior" in warning
+    assert str(tmp_path / "nowhere.db") in warning
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["estimate", *SEED_ARGS, "--save"], ["history"], ["db", "upgrade"]],
+    ids=["save", "history", "db-upgrade"],
+)
+def test_a_sqlite_url_into_a_missing_folder_is_one_line_naming_the_folder(
+    argv: list[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "no" / "such" / "dir"
+    env = {**os.environ, "RECKON_DATABASE_URL": f"sqlite:///{folder / 'reckon.db'}"}
+
+    done = _reckon(env, tmp_path, *argv)
+
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"the folder {folder}" in done.stderr and "does not exist" in done.stderr
+    assert list(tmp_path.iterdir()) == []

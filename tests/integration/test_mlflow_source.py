@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterable
@@ -405,6 +406,7 @@ def test_set_tags_writes_the_result_onto_the_run(
 def test_a_dead_server_is_retried_then_unavailable_quickly_and_the_password_stays_secret(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="service.adapters.mlflow.calls")  # retries: INFO
     port = free_port()
     runs = source(f"http://user:secret@127.0.0.1:{port}", ["any"], retries=2, backoff_seconds=0.05)
 

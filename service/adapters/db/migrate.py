@@ -19,7 +19,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine
 
 from service.adapters.db.engine import database_errors, safe_url, sqlite_file
-from service.domain.errors import NoDatabaseYet, UnavailableError
+from service.domain.errors import InputError, NoDatabaseYet, UnavailableError
 
 _PACKAGE = Path(__file__).resolve().parents[2]  # service/
 # installed: service/migrations/; a checkout (editable or not): migrations/ beside service/
@@ -54,13 +54,28 @@ def database_exists(engine: Engine) -> bool:
     return path is None or path.exists()
 
 
+def require_folder(engine: Engine) -> None:
+    """A SQLite file can only be made in a folder that exists: name the missing folder (the
+    driver's own word is "unable to open database file", and opening it to lock it would
+    raise FileNotFoundError)."""
+    path = sqlite_file(engine.url)
+    if path is not None and not path.parent.is_dir():
+        raise InputError(
+            f"the folder {path.parent} of the SQLite database {path.name} does not exist; "
+            "create it, or set RECKON_DATABASE_URL to a file in a folder that exists"
+        )
+
+
 def require_database(engine: Engine) -> None:
     """For commands that only read: a missing SQLite file is a NoDatabaseYet (not found), and
     is not created (connecting would create an empty file as a side effect of looking)."""
+    require_folder(engine)
     if not database_exists(engine):
+        where = str(Path(str(sqlite_file(engine.url))).absolute())
         raise NoDatabaseYet(
-            f"no database yet at {sqlite_file(engine.url)}: nothing has been saved; "
-            "`reckon estimate --save` or `reckon db upgrade` creates it"
+            f"no database yet at {where}: nothing has been saved; "
+            "`reckon estimate --save` or `reckon db upgrade` creates it",
+            where,
         )
 
 
@@ -74,6 +89,7 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    require_folder(engine)
     _refuse_newer(engine, current_revision(engine), head_revision(engine))
     with database_errors(engine), _alembic_errors(engine):
         command.upgrade(alembic_config(engine), revision)
@@ -134,7 +150,9 @@ def ensure_schema(engine: Engine, *, create: bool = True) -> None:
     take turns); a server database is shared, so its upgrade is a deliberate
     `reckon db upgrade`, never a side effect. A schema newer than this code is refused.
     With `create=False` (a read) a SQLite file that does not exist is a NoDatabaseYet."""
-    if not create:
+    if create:
+        require_folder(engine)
+    else:
         require_database(engine)
     current = current_revision(engine)
     head = head_revision(engine)

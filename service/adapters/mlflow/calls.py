@@ -14,9 +14,14 @@ import requests
 from mlflow.entities import RunTag, ViewType
 from mlflow.exceptions import MlflowException
 
-from service.adapters.mlflow.support import NotFound, is_denied, is_not_found, is_transient
+from service.adapters.mlflow.support import (
+    NotFound,
+    is_denied,
+    is_not_found,
+    is_transient,
+    short_reason,
+)
 from service.domain.errors import AccessDenied, NotFoundError, UnavailableError
-from service.domain.redaction import one_line
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +95,9 @@ class MlflowCalls:
                 if attempt >= budget or not is_transient(error):
                     raise UnavailableError(self.message(what, error)) from error
                 delay = self._backoff_seconds * 2**attempt
-                log.warning(
+                # INFO: the server's log shows each retry; a command shows the one line
+                # it ends with, if the retries do not help.
+                log.info(
                     "MLflow %s failed (%s); retry %d of %d in %.1f s",
                     what,
                     self.reason(error),
@@ -131,4 +138,4 @@ class MlflowCalls:
     @staticmethod
     def reason(error: Exception) -> str:
         text = error.message if isinstance(error, MlflowException) else str(error)
-        return one_line(text)  # no credentials
+        return short_reason(text)  # no credentials, one short line

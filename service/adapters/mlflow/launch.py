@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.adapters.mlflow.support import short_reason
 from service.domain.errors import InputError, UnavailableError
 from service.domain.records import ESTIMATE_TAG
-from service.domain.redaction import one_line, public_url, redact
+from service.domain.redaction import public_url, redact
 
 
 class MlflowLaunchRuns:
@@ -82,7 +83,7 @@ class _Guarded:
                 return method(*args, **kwargs)
             except (MlflowException, OSError) as error:
                 text = error.message if isinstance(error, MlflowException) else str(error)
-                line = one_line(text)
+                line = short_reason(text)
                 raise UnavailableError(f"MLflow at {self._uri}: {name} failed: {line}") from None
 
         return call

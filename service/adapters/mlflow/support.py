@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from mlflow.exceptions import MlflowException
 
 from service.domain.errors import InputError
-from service.domain.redaction import redact
+from service.domain.redaction import one_line, redact
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
@@ -51,6 +51,39 @@ def check_tracking_uri(uri: str) -> str:
             "server, e.g. http://mlflow:5000"
         )
     return uri
+
+
+# What the client's connection errors come down to, by the words urllib3, requests and the
+# OS put in them (MLflow wraps them in a few hundred characters of pool and URL detail).
+_NETWORK_REASONS = (
+    ("connection refused", "refused the connection (is the server running at that address?)"),
+    ("nameresolutionerror", "has a host name that does not resolve"),
+    ("name or service not known", "has a host name that does not resolve"),
+    ("temporary failure in name resolution", "has a host name that does not resolve (yet)"),
+    ("no route to host", "cannot be reached (no route to host)"),
+    ("network is unreachable", "cannot be reached (network unreachable)"),
+    ("timed out", "did not answer in time"),
+    ("connection reset", "reset the connection"),
+    ("remotedisconnected", "closed the connection without answering"),
+    ("connection aborted", "closed the connection without answering"),
+    ("certificate verify failed", "has a TLS certificate this client does not trust"),
+    ("sslerror", "failed the TLS handshake"),
+)
+MAX_REASON_CHARS = 200
+
+
+def short_reason(text: str) -> str:
+    """One line for an MLflow failure: a connection error as what happened ("refused the
+    connection"), anything else as its own words redacted, at most MAX_REASON_CHARS, cut
+    at a word (redacted first, so a cut can never split a credential out of its URL)."""
+    folded = text.lower()
+    for words, reason in _NETWORK_REASONS:
+        if words in folded:
+            return reason
+    line = one_line(text, limit=len(text) + 1)
+    if len(line) <= MAX_REASON_CHARS:
+        return line
+    return line[:MAX_REASON_CHARS].rsplit(" ", 1)[0] + " ..."
 
 
 def is_transient(error: Exception) -> bool:
