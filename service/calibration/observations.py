@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 import numpy as np
 
@@ -151,6 +152,48 @@ class ObservationArrays:
         seg, recompute = divmod(combination, len(self.recompute_names))
         gpu, precision = divmod(seg, len(self.precision_names))
         return self.gpu_names[gpu], self.precision_names[precision], self.recompute_names[recompute]
+
+
+def concatenate(first: ObservationArrays, second: ObservationArrays) -> ObservationArrays:
+    """`first`'s rows then `second`'s, on the union of their name lists (first's names keep
+    their codes; second's are mapped onto them)."""
+
+    def merged(
+        a_names: tuple[str | None, ...], b_names: tuple[str | None, ...], b_codes: IntArray
+    ) -> tuple[tuple[str | None, ...], IntArray]:
+        names = (*a_names, *(name for name in b_names if name not in a_names))
+        position = {name: code for code, name in enumerate(names)}
+        lookup = np.array([position[name] for name in b_names], dtype=np.intp)
+        return names, lookup[b_codes] if b_codes.size else b_codes
+
+    gpu_names, gpu = merged(first.gpu_names, second.gpu_names, second.gpu)
+    precision_names, precision = merged(
+        first.precision_names, second.precision_names, second.precision
+    )
+    recompute_names, recompute = merged(
+        first.recompute_names, second.recompute_names, second.recompute
+    )
+
+    def joined(name: str) -> FloatArray:
+        result: FloatArray = np.concatenate([getattr(first, name), getattr(second, name)])
+        return result
+
+    return ObservationArrays(
+        gpu_names=cast(tuple[str, ...], gpu_names),
+        precision_names=cast(tuple[str, ...], precision_names),
+        recompute_names=recompute_names,
+        gpu=np.concatenate([first.gpu, gpu]),
+        precision=np.concatenate([first.precision, precision]),
+        recompute=np.concatenate([first.recompute, recompute]),
+        started_at=joined("started_at"),
+        ended_at=joined("ended_at"),
+        effective_utilization=joined("effective_utilization"),
+        utilization=joined("utilization"),
+        overhead=joined("overhead"),
+        gpus=joined("gpus"),
+        params=joined("params"),
+        tokens=joined("tokens"),
+    )
 
 
 _TOGETHER = "utilization and overhead come together (both need throughput)"

@@ -23,7 +23,7 @@ from service.calibration.model import (
     predict_wall_seconds,
     prior_factors,
 )
-from service.calibration.observations import Observation, ObservationArrays
+from service.calibration.observations import Observation, ObservationArrays, concatenate
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PRIOR = Prior(utilization=0.37, overhead=0.09, log_sigma=0.5, sources=("test",))
@@ -225,6 +225,24 @@ def test_overhead_is_clamped_at_zero_and_the_effective_factor_kept() -> None:
     assert fitted.overhead == 0.0
     assert fitted.utilization == pytest.approx(fitted.effective)
     assert fitted.effective == pytest.approx(0.36, rel=0.05)
+
+
+def test_columns_joined_on_different_name_lists_keep_every_rows_names() -> None:
+    """The refit's early read joined with a pass's own rows (observation_reader): the second
+    part's codes are mapped onto the union of the names, nothing else moves."""
+    first = [a_run("a100-80gb", "bf16", "full", day=1), a_run("h100-sxm", "fp8", None, day=2)]
+    second = [a_run("mi300x", "bf16", None, day=3, throughput=False), a_run(day=4, u=0.5)]
+
+    joined = concatenate(
+        ObservationArrays.from_observations(first), ObservationArrays.from_observations(second)
+    )
+    expected = ObservationArrays.from_observations(first + second)
+
+    names = [joined.names_of(code) for code in joined.combination().tolist()]
+    assert names == [(o.gpu, o.precision, o.recompute) for o in first + second]
+    for column in ("ended_at", "effective_utilization", "utilization", "overhead"):
+        assert np.array_equal(getattr(joined, column), getattr(expected, column), equal_nan=True)
+    assert fit(joined, PRIOR) == fit(expected, PRIOR)
 
 
 def test_fit_gives_the_same_answer_from_columns_as_from_objects() -> None:
