@@ -204,6 +204,9 @@ class Reconciliation:
     observed_gpus: int | None = None
     observed_tokens: float | None = None
     observed_precision: str | None = None
+    # The estimate's label, as the planner saved it: read with the history (from the
+    # estimate), never stored with the reconciliation.
+    label: str | None = None
 
     @property
     def segment(self) -> str:

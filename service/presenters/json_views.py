@@ -175,6 +175,7 @@ def saved_view(saved: SavedEstimate, run_ids: list[str] | None = None) -> JSON:
 def reconciliation_view(item: Reconciliation) -> JSON:
     return {
         "estimate_id": item.estimate_id,
+        "label": item.label,
         "run_ids": list(item.run_ids),
         "gpu": item.gpu,
         "precision": item.precision,

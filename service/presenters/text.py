@@ -240,8 +240,9 @@ def history_text(rows: list[Reconciliation]) -> str:
         extra = "".join(
             f" [{part}]" for part in (kind, row.profile, row.note, configuration_note(row)) if part
         )
+        label = "" if row.label is None else f" {row.label!r}"
         lines.append(
-            f"{row.estimate_id} {row.gpu}/{row.precision}: "
+            f"{row.estimate_id}{label} {row.gpu}/{row.precision}: "
             f"{human_line(row.predicted_seconds, row.observed_seconds)}"
             f" (observed/predicted {row.ratio:.3f}){factors}{extra}"
         )

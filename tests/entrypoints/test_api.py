@@ -18,6 +18,7 @@ from service.bootstrap import build
 from service.config import Settings
 from service.domain.records import ESTIMATE_TAG
 from service.entrypoints.api.app import create_app
+from service.entrypoints.cli.main import main
 
 pytestmark = pytest.mark.mlflow
 
@@ -75,9 +76,15 @@ def test_unknown_estimate_is_a_404(api: TestClient) -> None:
 
 
 def test_reconcile_history_jobs_and_metrics(
-    api: TestClient, mlflow_client: MlflowClient, experiment_id: str
+    api: TestClient,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    estimate_id = api.post("/v1/estimates", json=SEED).json()["id"]
+    label = "llama-7b ablation"
+    estimate_id = api.post("/v1/estimates", json={**SEED, "label": label}).json()["id"]
     end = datetime.now(UTC) - timedelta(hours=1)
     make_training_run(
         mlflow_client, experiment_id, start=end - timedelta(days=600), end=end,
@@ -101,6 +108,10 @@ def test_reconcile_history_jobs_and_metrics(
     assert calibrated.json()["factor_set"] == 1 and "wall_seconds_p90" in calibrated.json()
     assert [row["estimate_id"] for row in history] == [estimate_id]
     assert history[0]["line"].startswith("predicted 649 days")
+    assert history[0]["label"] == label  # the planner's name for the job, not only its id
+    monkeypatch.setenv("RECKON_DATABASE_URL", database_url)
+    assert main(["history"]) == 0
+    assert f"{estimate_id} '{label}' a100-80gb/bf16: predicted 649 days" in capsys.readouterr().out
     assert jobs["passes"][0]["status"] == "succeeded" and jobs["schedule"] == "0 2 * * *"
     assert metrics.status_code == 200
     assert "reckon_reconciliations 1.0" in metrics.text

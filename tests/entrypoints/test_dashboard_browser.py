@@ -536,6 +536,8 @@ def _runs() -> list[dict[str, Any]]:
                     "started_at": (ended - timedelta(seconds=observed)).isoformat(),
                     "ended_at": ended.isoformat(),
                     "line": f"predicted {predicted:.0f} s, observed {observed:.0f} s",
+                    # the planner's name for some jobs (history shows it beside the id)
+                    "label": f"{gpu} sweep {r_index}" if r_index % 2 == 0 else None,
                 }
             )
     return rows
@@ -832,6 +834,7 @@ def test_every_panel_is_drawn_from_the_data(
         factor_colors = all_of(page, "#chart-factors .multiple h3", "e.style.color")
         links = all_of(page, "#table-history a.run-link", "e.getAttribute('href')")
         history_rows = all_of(page, "#table-history tr[data-estimate-id]", "e.dataset.estimateId")
+        history_labels = all_of(page, "#table-history tr[data-estimate-id] .label", "e.textContent")
         running_link = all_of(page, "#table-running a.run-link", "e.getAttribute('href')")
         page.screenshot(screenshot)
 
@@ -869,6 +872,7 @@ def test_every_panel_is_drawn_from_the_data(
     assert len(set(factor_colors)) == len(FACTOR_KEYS)
     newest = sorted(RUNS, key=lambda row: row["ended_at"], reverse=True)[:15]
     assert history_rows == [row["estimate_id"] for row in newest]
+    assert history_labels == [row["label"] for row in newest if row["label"]]
     assert links == [f"{MLFLOW_UI}/#/runs/{row['run_ids'][0]}" for row in newest]
     assert running_link == [f"{MLFLOW_UI}/#/runs/live1"]
     keep_screenshot(capsys, screenshot)

@@ -3,6 +3,7 @@ skips, pass history and the watermark. Each returns domain objects; none commits
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 from service.adapters.db.columns import UtcDateTime
 from service.adapters.db.sets import among
 from service.adapters.db.tables import (
+    EstimateRow,
     MlflowRunRow,
     ReconciliationRow,
     RunLinkRow,
@@ -278,8 +280,10 @@ class ReconciliationRepository:
         gpu: str | None = None,
         limit: int | None = None,
     ) -> list[Reconciliation]:
-        query = select(ReconciliationRow).order_by(
-            ReconciliationRow.ended_at.desc(), ReconciliationRow.estimate_id
+        query = (
+            select(ReconciliationRow, EstimateRow.label)
+            .outerjoin(EstimateRow, EstimateRow.id == ReconciliationRow.estimate_id)
+            .order_by(ReconciliationRow.ended_at.desc(), ReconciliationRow.estimate_id)
         )
         if since is not None:
             query = query.where(ReconciliationRow.ended_at >= since)
@@ -287,7 +291,10 @@ class ReconciliationRepository:
             query = query.where(ReconciliationRow.gpu == gpu)
         if limit is not None:
             query = query.limit(limit)
-        return [_reconciliation(row) for row in self._session.scalars(query)]
+        return [
+            dataclasses.replace(_reconciliation(row), label=label)
+            for row, label in self._session.execute(query)
+        ]
 
     def count(self) -> int:
         return self._session.scalar(select(func.count(ReconciliationRow.id))) or 0
@@ -311,7 +318,9 @@ class ReconciliationRepository:
 
 def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
     """The row's columns are the domain fields (run ids joined)."""
-    return {**fields_of(item), "run_ids": ",".join(item.run_ids)}
+    values = {**fields_of(item), "run_ids": ",".join(item.run_ids)}
+    values.pop("label")  # the estimate's, shown with the history, not a column here
+    return values
 
 
 def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
