@@ -835,6 +835,7 @@ def test_every_panel_is_drawn_from_the_data(
         links = all_of(page, "#table-history a.run-link", "e.getAttribute('href')")
         history_rows = all_of(page, "#table-history tr[data-estimate-id]", "e.dataset.estimateId")
         history_labels = all_of(page, "#table-history tr[data-estimate-id] .label", "e.textContent")
+        icons = all_of(page, "link[rel=icon]", "e.getAttribute('href')")  # inline: no request
         running_link = all_of(page, "#table-running a.run-link", "e.getAttribute('href')")
         page.screenshot(screenshot)
 
@@ -873,6 +874,7 @@ def test_every_panel_is_drawn_from_the_data(
     newest = sorted(RUNS, key=lambda row: row["ended_at"], reverse=True)[:15]
     assert history_rows == [row["estimate_id"] for row in newest]
     assert history_labels == [row["label"] for row in newest if row["label"]]
+    assert len(icons) == 1 and icons[0].startswith("data:image/png;base64,")
     assert links == [f"{MLFLOW_UI}/#/runs/{row['run_ids'][0]}" for row in newest]
     assert running_link == [f"{MLFLOW_UI}/#/runs/live1"]
     keep_screenshot(capsys, screenshot)

@@ -56,6 +56,7 @@ class Installed:
     wheel: Path
     bin: Path
     env: Mapping[str, str]
+    build_output: str = ""  # what `pip wheel` printed while building it
 
     def reckon(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         return run(
@@ -94,14 +95,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
             shutil.copy2(origin, source / item)
     dist = work / "dist"
     build_env = user_environment(Path(sys.executable).parent)
-    checked(
-        run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
-            cwd=work,
-            env=build_env,
-            timeout=BUILD_SECONDS,
-        )
+    built = run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
+        cwd=work,
+        env=build_env,
+        timeout=BUILD_SECONDS,
     )
+    checked(built)
     (wheel,) = dist.glob("reckon-*.whl")
     environment = work / "venv"
     venv.EnvBuilder(with_pip=True, system_site_packages=False, clear=True).create(environment)
@@ -116,8 +116,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
             timeout=INSTALL_SECONDS,
         )
     )
-    yield Installed(wheel, bin_dir, env)
+    yield Installed(wheel, bin_dir, env, built.stdout + built.stderr)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def test_building_the_wheel_raises_no_license_deprecation(installed: Installed) -> None:
+    """setuptools >= 77 deprecates `project.license` as a table (it printed a 20-line warning
+    on every install); the SPDX string is what it asks for."""
+    assert "project.license" not in installed.build_output
 
 
 def test_the_installed_package_is_the_wheel_not_this_checkout(
