@@ -47,6 +47,13 @@ class Observation:
             raise ValueError(_ENDS_FIRST)
 
 
+# ObservationArrays' per-row float columns (besides the three name codes).
+FLOAT_COLUMNS = (
+    "started_at", "ended_at", "effective_utilization", "utilization", "overhead",
+    "gpus", "params", "tokens",
+)  # fmt: skip
+
+
 @dataclass(frozen=True, eq=False)
 class ObservationArrays:
     """Observations as columns, for big histories: integer codes into the name tuples, times
@@ -133,14 +140,7 @@ class ObservationArrays:
             gpu=self.gpu[rows],
             precision=self.precision[rows],
             recompute=self.recompute[rows],
-            started_at=self.started_at[rows],
-            ended_at=self.ended_at[rows],
-            effective_utilization=self.effective_utilization[rows],
-            utilization=self.utilization[rows],
-            overhead=self.overhead[rows],
-            gpus=self.gpus[rows],
-            params=self.params[rows],
-            tokens=self.tokens[rows],
+            **{name: getattr(self, name)[rows] for name in FLOAT_COLUMNS},
         )
 
     def combination(self) -> IntArray:
@@ -174,10 +174,6 @@ def concatenate(first: ObservationArrays, second: ObservationArrays) -> Observat
         first.recompute_names, second.recompute_names, second.recompute
     )
 
-    def joined(name: str) -> FloatArray:
-        result: FloatArray = np.concatenate([getattr(first, name), getattr(second, name)])
-        return result
-
     return ObservationArrays(
         gpu_names=cast(tuple[str, ...], gpu_names),
         precision_names=cast(tuple[str, ...], precision_names),
@@ -185,14 +181,10 @@ def concatenate(first: ObservationArrays, second: ObservationArrays) -> Observat
         gpu=np.concatenate([first.gpu, gpu]),
         precision=np.concatenate([first.precision, precision]),
         recompute=np.concatenate([first.recompute, recompute]),
-        started_at=joined("started_at"),
-        ended_at=joined("ended_at"),
-        effective_utilization=joined("effective_utilization"),
-        utilization=joined("utilization"),
-        overhead=joined("overhead"),
-        gpus=joined("gpus"),
-        params=joined("params"),
-        tokens=joined("tokens"),
+        **{
+            name: np.concatenate([getattr(first, name), getattr(second, name)])
+            for name in FLOAT_COLUMNS
+        },
     )
 
 

@@ -79,12 +79,12 @@ def require_fraction(value: float, name: str, *, allow_zero: bool, allow_one: bo
     return value
 
 
+NOT_CONFIGURED = "MLflow is not configured: set MLFLOW_TRACKING_URI to the MLflow server"
+
+
 class MlflowNotConfigured(UnavailableError):
     """MLFLOW_TRACKING_URI is not set: what needs MLflow is unavailable until it is (exit 5,
     HTTP 503: a server's configuration, not the caller's request, is what is missing)."""
 
     def __init__(self) -> None:
         super().__init__(NOT_CONFIGURED)
-
-
-NOT_CONFIGURED = "MLflow is not configured: set MLFLOW_TRACKING_URI to the MLflow server"

@@ -269,9 +269,10 @@ class Catalog:
         return sorted(self._gpus.values(), key=lambda spec: spec.name)
 
     def resolve(self, name: str) -> GpuSpec:
-        canonical = self._index.get(normalize_name(name))
+        key = normalize_name(name)
+        canonical = self._index.get(key)
         if canonical is None:
-            close = spelling.closest(normalize_name(name), self._index)
+            close = spelling.closest(key, self._index)
             if close:
                 raise InputError(f"unknown GPU {name!r}; did you mean {' or '.join(close)}?")
             known = ", ".join(spec.name for spec in self.gpus())

@@ -70,8 +70,9 @@ def require_database(engine: Engine) -> None:
     """For commands that only read: a missing SQLite file is a NoDatabaseYet (not found), and
     is not created (connecting would create an empty file as a side effect of looking)."""
     require_folder(engine)
-    if not database_exists(engine):
-        where = str(Path(str(sqlite_file(engine.url))).absolute())
+    path = sqlite_file(engine.url)
+    if path is not None and not path.exists():  # database_exists, with the path kept
+        where = str(path.absolute())
         raise NoDatabaseYet(
             f"no database yet at {where}: nothing has been saved; "
             "`reckon estimate --save` or `reckon db upgrade` creates it",

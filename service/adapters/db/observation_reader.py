@@ -56,7 +56,8 @@ def read_observations(
 ) -> tuple[ObservationArrays, list[str] | None]:
     dialect = session.get_bind().dialect.name
     rows = fetch_rows(session, observation_query(dialect, since, with_ids=with_ids))
-    return build_observations(dialect, rows, None, with_ids=with_ids, row_ids=False)
+    data, ids, _ = build_observations(dialect, rows, None, with_ids=with_ids, row_ids=False)
+    return data, ids
 
 
 def build_observations(
@@ -66,22 +67,10 @@ def build_observations(
     *,
     with_ids: bool,
     row_ids: bool,
-) -> tuple[ObservationArrays, list[str] | None]:
-    """The driver's rows as ObservationArrays (ordered by end time), and the estimate ids
-    in that order when read; `since` drops rows that ended before it."""
-    data, ids, _ = _build(dialect, rows, since, with_ids=with_ids, row_ids=row_ids)
-    return data, ids
-
-
-def _build(
-    dialect: str,
-    rows: list[tuple[Any, ...]],
-    since: datetime | None,
-    *,
-    with_ids: bool,
-    row_ids: bool,
 ) -> tuple[ObservationArrays, list[str] | None, IntArray | None]:
-    """`build_observations`, and with `row_ids` each kept row's reconciliation id in order."""
+    """The driver's rows as ObservationArrays (ordered by end time), the estimate ids in
+    that order when read (`with_ids`), and each kept row's reconciliation id in that order
+    when read (`row_ids`); `since` drops rows that ended before it."""
     time_type = object if dialect == "sqlite" else np.float64
     fields = [
         *([("row_id", np.int64)] if row_ids else []),
@@ -281,7 +270,7 @@ class ObservationRepository:
         led by its reconciliation's row id, so that `arrays` can complete them
         with what the pass then writes instead of reading everything again."""
         query = observation_query(self._dialect, since, with_ids=False, row_ids=True)
-        data, _, row_ids = _build(
+        data, _, row_ids = build_observations(
             self._dialect, fetch_rows(self._session, query), since, with_ids=False, row_ids=True
         )
         assert row_ids is not None
@@ -349,7 +338,7 @@ class ObservationRepository:
         )
         if touched.size:
             query = observation_query(self._dialect, ahead.since, with_ids=False, row_ids=True)
-            fresh, _, _ = _build(
+            fresh, _, _ = build_observations(
                 self._dialect,
                 fetch_rows(self._session, query.where(RECON_COLUMNS.pass_id == pass_id)),
                 ahead.since,
