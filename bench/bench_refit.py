@@ -45,6 +45,8 @@ def synthetic_history(n: int, seed: int = 7) -> ObservationArrays:
     ended = START + rng.uniform(0.0, SPAN_SECONDS, n)
     started = ended - rng.uniform(3600.0, 30 * 86400.0, n)
     has_throughput = rng.random(n) < 0.6
+    gpus = np.exp2(rng.integers(3, 12, n).astype(np.float64))
+    failures = rng.poisson(3e-5 * gpus * (ended - started) / 3600.0).astype(np.float64)
     return ObservationArrays(
         gpu_names=GPUS,
         precision_names=PRECISIONS,
@@ -57,9 +59,10 @@ def synthetic_history(n: int, seed: int = 7) -> ObservationArrays:
         effective_utilization=effective,
         utilization=np.where(has_throughput, u, np.nan),
         overhead=np.where(has_throughput, f, np.nan),
-        gpus=np.exp2(rng.integers(3, 12, n).astype(np.float64)),
+        gpus=gpus,
         params=10.0 ** rng.uniform(9.0, 11.0, n),
         tokens=10.0 ** rng.uniform(10.0, 12.5, n),
+        failures=failures,
     )
 
 

@@ -59,13 +59,14 @@ class Job:
     tokens: float | None = None
     seq_len: int | None = None
     global_batch_tokens: float | None = None
+    failures: int | None = None  # FAILED/KILLED segments before the run finished
 
     def observation(self) -> Observation:
         return Observation(
             self.gpu, self.precision, self.recompute, self.ended_at, self.started_at,
             self.effective, self.utilization, self.overhead,
             gpus=None if self.gpus is None else float(self.gpus), params=self.params,
-            tokens=self.tokens,
+            tokens=self.tokens, failures=None if self.failures is None else float(self.failures),
         )  # fmt: skip
 
 

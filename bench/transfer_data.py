@@ -218,6 +218,7 @@ def _organisation_run(rng: np.random.Generator, index: int) -> TrueJob:
         straggler=straggler,
         attempt_hours=attempts,
         gap_hours=gaps,
+        failures=len(attempts) - 1,
     )
 
 

@@ -284,14 +284,13 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
         slopes_of.append(scaling.NONE if chosen.fallback else scaling.entry_slopes(chosen))
     # Each target at its own scale (as `at_scale` moves a live estimate): u never above 1.
     target_log_e, variance = log_e[which], np.zeros(len(targets))
-    if any(slopes.any for slopes in slopes_of):
-        logs = np.column_stack([np.log(targets.gpus), np.log(targets.params)])
-        for i, slopes in enumerate(slopes_of):
-            if slopes.any:
-                mine = which == i
-                change, variance[mine] = scaling.shift(slopes, logs[mine])
-                moved = np.minimum(log_u[i] + change, 0.0) - log_u[i]
-                target_log_e[mine] = log_e[i] + moved
+    for i, slopes in enumerate(slopes_of):
+        if slopes.any:
+            mine = which == i
+            u_change, keep_change, variance[mine] = scaling.log_effective_change(
+                slopes, float(log_u[i]), targets.gpus[mine], targets.params[mine]
+            )
+            target_log_e[mine] = log_e[i] + u_change + keep_change
     widened = variance > 0  # the slopes' own uncertainty; none without a slope
     low_t = np.where(widened, np.sqrt(low[which] ** 2 + variance), low[which])
     high_t = np.where(widened, np.sqrt(high[which] ** 2 + variance), high[which])

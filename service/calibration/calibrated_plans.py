@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from service.calibration import scaling
 from service.calibration.model import SegmentFactors, choose, interval, wall_quantile
 from service.domain import flops
+from service.domain.bounds import INT_MAX
 from service.domain.errors import InputError
 from service.domain.flops import PeakLookup
+from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Factors, Interval
 
 
@@ -87,18 +89,48 @@ def calibrated_plan(
     hardware = request.hardware
     factors = choose(segments, hardware.gpu, hardware.precision, request.recompute, request.factors)
 
-    def wall_at(gpus: int) -> float:
-        with_gpus = _with_gpus(request, gpus)
+    def wall_at(steps: int) -> float:
+        with_gpus = _with_gpus(request, steps * multiple_of)
         return _wall_with(with_gpus, peak_flops, factors, confidence).wall_seconds_at_confidence
 
-    steps = max(1, math.ceil(wall_at(multiple_of) / deadline_seconds))
-    while steps > 1 and wall_at((steps - 1) * multiple_of) <= deadline_seconds:
-        steps -= 1
-    while wall_at(steps * multiple_of) > deadline_seconds:
-        steps += 1
+    fastest = _fastest(wall_at, INT_MAX // multiple_of)
+    if wall_at(fastest) > deadline_seconds:
+        shortest = format_duration(wall_at(fastest))
+        quantile = f"P{round(100 * confidence)}"
+        if fastest * multiple_of < INT_MAX - multiple_of:
+            raise InputError(
+                f"no count of {hardware.gpu} meets the deadline at {quantile}: more GPUs stop "
+                f"helping beyond {fastest * multiple_of:,} (the failures a bigger job expects "
+                f"cost more than the GPUs add), where the wall time is {shortest}"
+            )
+        raise InputError(f"no count of {hardware.gpu} meets the deadline at {quantile}")
+    # Wall time falls with the count up to `fastest`: the fewest that meet the deadline.
+    low, steps = 1, fastest
+    while low < steps:
+        middle = (low + steps) // 2
+        if wall_at(middle) <= deadline_seconds:
+            steps = middle
+        else:
+            low = middle + 1
     gpus = steps * multiple_of
     chosen = _wall_with(_with_gpus(request, gpus), peak_flops, factors, confidence)
     return CalibratedPlan(deadline_seconds, gpus, multiple_of, confidence, chosen)
+
+
+def _fastest(wall_at: Callable[[int], float], most: int) -> int:
+    """The count (in steps) with the shortest wall time. With the scale terms wall time
+    falls as GPUs are added until the failures a bigger job expects (overhead 1 − f =
+    (1 − f₀)/(1 + c·λ·G)) cost more than the GPUs add, then rises: one minimum, found by
+    ternary search (about 60 evaluations up to INT_MAX GPUs); without a failure term it
+    is the largest count."""
+    low, high = 1, most
+    while high - low > 2:
+        first, second = low + (high - low) // 3, high - (high - low) // 3
+        if wall_at(first) <= wall_at(second):
+            high = second
+        else:
+            low = first
+    return min(range(low, high + 1), key=wall_at)
 
 
 def calibrated_sensitivity(

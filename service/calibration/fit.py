@@ -11,7 +11,7 @@ from datetime import datetime
 
 import numpy as np
 
-from service.calibration import scaling
+from service.calibration import scale_fit, scaling
 from service.calibration.change import shift_discount
 from service.calibration.crossed import crossed_effects
 from service.calibration.intervals import floor_thin
@@ -117,9 +117,9 @@ def fit_weighted(
 ) -> dict[str, SegmentFactors]:
     """`fit` with the recency weights given (the backtest's sampled histories). The scale
     slopes are fitted first and every run moved to the reference scale before pooling
-    (service.calibration.scaling); every entry carries the slopes and its runs' ranges."""
-    slopes = scaling.fit_slopes(data, base_weights, params)
-    observed, data = data, scaling.to_reference(data, slopes)
+    (service.calibration.scaling); every entry carries its scale terms and its runs' ranges."""
+    scale = scale_fit.fit_scale(data, base_weights, params)
+    observed, data = data, scaling.to_reference(data, scale)
     log_e = np.log(data.effective_utilization)
     n_precisions = len(data.precision_names)
     segment_codes = (data.gpu * n_precisions + data.precision).astype(np.intp)
@@ -159,7 +159,7 @@ def fit_weighted(
     if below is not None:
         for index, key in enumerate(recompute.keys):
             result[key] = _segment_factors(key, "segment", below, index)
-    return scaling.attach(floor_thin(result, params.thin_n), observed, slopes)
+    return scaling.attach(floor_thin(result, params.thin_n), observed, scale)
 
 
 @dataclass(frozen=True, eq=False)

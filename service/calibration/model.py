@@ -71,6 +71,12 @@ class FitParameters:
     # ... and must matter: at least this change of log utilization over one within-segment
     # standard deviation of its covariate (a 2% effect is below what a plan can use).
     min_slope_effect: float = 0.02
+    # A segment's own GPU slope is its deviation from the shared one with this prior spread
+    # (log-log): interconnects differ, but a few runs of one segment should not make its own.
+    slope_tau: float = 0.05
+    # Failures earn a term of their own once the runs have counted at least this many
+    # FAILED/KILLED segments: the cost of one failure is a regression coefficient.
+    min_failures: float = 5.0
 
     def __post_init__(self) -> None:
         require_positive(self.half_life_days, "half_life_days")
@@ -86,6 +92,7 @@ class FitParameters:
         require_positive(self.reject_z, "reject_z")
         require_positive(self.change_z, "change_z")
         require_positive(self.change_discount, "change_discount")
+        require_positive(self.slope_tau, "slope_tau")
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,17 @@ class SegmentFactors:
     params_slope: float = 0.0
     params_slope_se: float = 0.0
     log_params_reference: float = 0.0
+    # Model size bends (log u gains b_NN·Δ², Δ = log N − log N_ref) within the range of log
+    # parameters fitted on, and goes on along its tangent beyond it.
+    params_curvature: float = 0.0
+    params_curvature_se: float = 0.0
+    log_params_low: float = 0.0
+    log_params_high: float = 0.0
+    # Failures: FAILED/KILLED segments per GPU-hour and the hours one costs (overhead grows
+    # with GPU count: 1 − f = (1 − f₀)/(1 + cost · rate · G)).
+    failure_rate: float = 0.0
+    failure_cost_hours: float = 0.0
+    failure_cost_se: float = 0.0
     # The GPU counts, parameter counts and tokens of the runs the entry was fitted on.
     gpus_min: float | None = None
     gpus_max: float | None = None

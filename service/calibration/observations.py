@@ -32,6 +32,8 @@ class Observation:
     gpus: float | None = None
     params: float | None = None
     tokens: float | None = None
+    # FAILED/KILLED segments among the runs reconciled (None: not counted).
+    failures: float | None = None
 
     def __post_init__(self) -> None:
         if self.ended_at.tzinfo is None or self.started_at.tzinfo is None:
@@ -50,7 +52,7 @@ class Observation:
 # ObservationArrays' per-row float columns (besides the three name codes).
 FLOAT_COLUMNS = (
     "started_at", "ended_at", "effective_utilization", "utilization", "overhead",
-    "gpus", "params", "tokens",
+    "gpus", "params", "tokens", "failures",
 )  # fmt: skip
 
 
@@ -58,7 +60,7 @@ FLOAT_COLUMNS = (
 class ObservationArrays:
     """Observations as columns, for big histories: integer codes into the name tuples, times
     in seconds since the Unix epoch (UTC), NaN utilization/overhead where no throughput, NaN
-    GPU count, parameters and tokens where unknown."""
+    GPU count, parameters, tokens and failures where unknown."""
 
     gpu_names: tuple[str, ...]
     precision_names: tuple[str, ...]
@@ -74,13 +76,14 @@ class ObservationArrays:
     gpus: FloatArray
     params: FloatArray
     tokens: FloatArray
+    failures: FloatArray
 
     def __post_init__(self) -> None:
         columns = (
             *(self.gpu, self.precision, self.recompute),
             *(self.started_at, self.ended_at),
             *(self.effective_utilization, self.utilization, self.overhead),
-            *(self.gpus, self.params, self.tokens),
+            *(self.gpus, self.params, self.tokens, self.failures),
         )
         if any(column.ndim != 1 or column.size != len(self) for column in columns):
             raise ValueError("observation columns must be 1-D and of equal length")
@@ -129,6 +132,7 @@ class ObservationArrays:
             gpus=floats([o.gpus for o in observations]),
             params=floats([o.params for o in observations]),
             tokens=floats([o.tokens for o in observations]),
+            failures=floats([o.failures for o in observations]),
         )
 
     def take(self, rows: IntArray) -> ObservationArrays:

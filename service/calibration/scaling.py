@@ -1,16 +1,30 @@
-"""Utilization as a function of the job's scale (docs/calibration.md, "Scale"): slopes of
-log utilization on log GPU count and log active parameters, shared by every segment, fitted
-on the variation within segments and kept only where the data support them. Pure numpy.
+"""Utilization and overhead as functions of the job's scale (docs/calibration.md, "Scale"):
+a model of log effective utilization within gpu/precision segments, fitted on the variation
+within segments and kept term by term only where the data support it. Pure numpy.
 
-The fit works at a reference scale: each run's factors are moved there by its slopes before
-the segments are pooled (service.calibration.fit), so a segment's level is its utilization
-at the reference GPU count and model size, and an estimate moves it back to its own:
+    log e(G, N) = level(segment)
+                  + b_G(segment) · (log G − log G_ref)           GPU count, per segment
+                  + b_N · Δ + b_NN · Δ²,  Δ = log N − log N_ref   model size, bending
+                  + log(1 − f_failures(G))                        failures
 
-    log u(G, N) = log u_ref + b_G (log G − log G_ref) + b_N (log N − log N_ref),  u ≤ 1
+- b_G is shared by every segment plus a deviation per segment shrunk toward it (a prior
+  spread of `slope_tau`): communication costs differ by interconnect and chip.
+- b_NN bends the model-size effect (utilization saturates as matmuls grow). Beyond the
+  model sizes fitted on the curve is continued along its tangent at the edge, never bent
+  further, and no tangent is steeper than MAX_SLOPE.
+- Failures: each run's FAILED/KILLED segments per wall hour z is a regressor of its own,
+  whose coefficient is the cost of one failure in hours (c: wall = running + failures · c,
+  so log(running/wall) = log(1 − c·z) ≈ −c·z); the failure rate λ per GPU-hour is counted
+  (failures over GPU-hours of the runs). A planned job of G GPUs expects λ·G failures per
+  running hour, so its overhead grows: 1 − f = (1 − f₀) / (1 + c·λ·G).
 
-with the slopes' own uncertainty added to the interval, (log G − log G_ref)² se_G² + ....
-Each entry also records the GPU counts, parameter counts and tokens of the runs it was
-fitted on, so an estimate outside them can say it is extrapolating."""
+The fit works at a reference scale with no failures: each run is moved there by its terms
+before the segments are pooled (service.calibration.fit), so a segment's level is its
+factors at the reference GPU count and model size, and an estimate moves it back to its
+own (`at_scale`): utilization by the GPU and model-size terms (never above 1), overhead by
+the failures it should expect; the interval widens by the terms' own uncertainty. Each
+entry also records the GPU counts, parameter counts and tokens of the runs it was fitted
+on, so an estimate outside them can say it is extrapolating."""
 
 from __future__ import annotations
 
@@ -18,238 +32,209 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from service.calibration.model import FitParameters, SegmentFactors, utilization_range
+from service.calibration.model import SegmentFactors, utilization_range
 from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray
+from service.domain.units import SECONDS_PER_HOUR
 
-COVARIATES = ("gpus", "params")
 # A slope beyond this (log-log) is no physics Reckon knows: doubling the GPUs or the model
 # does not double or halve utilization; a fit claiming more is held at it.
 MAX_SLOPE = 0.5
-_IRLS_STEPS = 4
 
 
 @dataclass(frozen=True)
 class Slopes:
-    """Fitted slopes per covariate (0 where the data do not support one), their standard
-    errors and the reference (log) values the levels are at."""
+    """One entry's scale terms (0 where the data do not support one), their standard
+    errors, the reference (log) scale its level is at, the range of log parameters the
+    curvature was fitted on, and the failure rate per GPU-hour with the cost of one
+    failure in hours."""
 
-    slope: tuple[float, ...] = (0.0, 0.0)
-    se: tuple[float, ...] = (0.0, 0.0)
-    reference: tuple[float, ...] = (0.0, 0.0)
+    gpus: float = 0.0
+    gpus_se: float = 0.0
+    params: float = 0.0
+    params_se: float = 0.0
+    curvature: float = 0.0
+    curvature_se: float = 0.0
+    failure_cost_hours: float = 0.0
+    failure_cost_se: float = 0.0
+    failure_rate: float = 0.0  # failures per GPU-hour of wall time
+    log_gpus_reference: float = 0.0
+    log_params_reference: float = 0.0
+    log_params_low: float = 0.0
+    log_params_high: float = 0.0
 
     @property
     def any(self) -> bool:
-        return any(value != 0.0 for value in self.slope)
+        return any(
+            value != 0.0
+            for value in (self.gpus, self.params, self.curvature, self.failure_cost_hours)
+        )
 
 
 NONE = Slopes()
 
 
-def _logs(data: ObservationArrays) -> FloatArray:
-    """log GPU count and log parameters per row (NaN where unknown), as columns."""
+@dataclass(frozen=True)
+class Scale:
+    """A fit's scale model: the shared terms and each segment's own GPU slope (with its
+    standard error), keyed "gpu/precision"."""
+
+    shared: Slopes = NONE
+    segment_gpus: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def for_key(self, key: str) -> Slopes:
+        """The terms an entry uses: a gpu/precision[/recompute] entry its segment's GPU
+        slope, every broader entry the shared one."""
+        segment = "/".join(key.split("/")[:2])
+        own = self.segment_gpus.get(segment)
+        if own is None:
+            return self.shared
+        return dataclasses.replace(self.shared, gpus=own[0], gpus_se=own[1])
+
+    @property
+    def any(self) -> bool:
+        return self.shared.any or any(slope != 0.0 for slope, _ in self.segment_gpus.values())
+
+
+NO_SCALE = Scale()
+
+
+# --- what the fit and the moves share ------------------------------------------------------
+
+
+def logs(data: ObservationArrays) -> tuple[FloatArray, FloatArray]:
+    """log GPU count and log parameters per row (NaN where unknown)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.column_stack([np.log(data.gpus), np.log(data.params)])
+        return np.log(data.gpus), np.log(data.params)
 
 
-def fit_slopes(data: ObservationArrays, weights: FloatArray, params: FitParameters) -> Slopes:
-    """Shared slopes of log effective utilization on the covariates, from the variation
-    within gpu/precision segments (each segment's own mean removed), robust (Huber weights,
-    stragglers beyond reject_z left out). A covariate needs params.min_slope_n runs that
-    know it, real spread within segments, |slope| ≥ params.slope_z standard errors and an
-    effect that matters (params.min_slope_effect over one within-segment deviation), and
-    slopes fitted on the older two thirds must predict the newest third better
-    (`_transfers`); a kept slope is shrunk toward zero by its noise (positive-part
-    James-Stein)."""
-    x_all = _logs(data)
-    y_all = np.log(data.effective_utilization)
-    segment = (data.gpu * len(data.precision_names) + data.precision).astype(np.intp)
-    active = [
-        k
-        for k in range(len(COVARIATES))
-        if _spread(x_all[:, k], weights, segment) >= params.min_slope_spread
-    ]
-    for _ in range(len(COVARIATES)):
-        if not active:
-            return NONE
-        rows = np.flatnonzero(np.all(np.isfinite(x_all[:, active]), axis=1))
-        if rows.size < params.min_slope_n:
-            return NONE
-        x, y, w, groups = x_all[rows][:, active], y_all[rows], weights[rows], segment[rows]
-        fitted = _robust_within(x, y, w, groups, params)
-        if fitted is None:
-            return NONE
-        beta, se, spread = fitted
-        supported = [
-            k
-            for k in range(len(active))
-            if spread[k] >= params.min_slope_spread
-            and abs(beta[k]) >= params.slope_z * se[k]
-            and abs(beta[k]) * spread[k] >= params.min_slope_effect
-        ]
-        if len(supported) == len(active):
-            if not _transfers(x, y, w, groups, data.ended_at[rows], params):
-                return NONE
-            reference = np.average(x, axis=0, weights=w)
-            slope, error, ref = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
-            for k, covariate in enumerate(active):
-                shrink = max(0.0, 1.0 - (se[k] / beta[k]) ** 2)
-                slope[covariate] = float(np.clip(beta[k] * shrink, -MAX_SLOPE, MAX_SLOPE))
-                error[covariate] = float(se[k])
-                ref[covariate] = float(reference[k])
-            return Slopes(tuple(slope), tuple(error), tuple(ref))
-        active = [active[k] for k in supported]
-    return NONE
-
-
-def _robust_within(
-    x: FloatArray, y: FloatArray, w: FloatArray, groups: IntArray, params: FitParameters
-) -> tuple[FloatArray, FloatArray, FloatArray] | None:
-    """Weighted least squares of y on x after removing each group's weighted mean from
-    both, reweighted by Huber weights on the residuals; the coefficients, their standard
-    errors (Kish-effective sample size) and each column's within-group spread."""
-    p = x.shape[1]
-    robust = np.ones_like(w)
-    beta: Any = np.zeros(p)
-    for _ in range(_IRLS_STEPS):
-        weight = w * robust
-        xc, yc = _within(x, weight, groups), _within(y[:, None], weight, groups)[:, 0]
-        gram = (xc * weight[:, None]).T @ xc
-        if np.linalg.cond(gram) > 1e10:
-            return None
-        beta = np.linalg.solve(gram, (xc * weight[:, None]).T @ yc)
-        residual = yc - xc @ beta
-        scale = 1.4826 * float(np.median(np.abs(residual - np.median(residual))))
-        if not scale > 0:
-            break
-        z = np.abs(residual) / scale
-        robust = np.where(z <= params.huber_c, 1.0, params.huber_c / np.maximum(z, 1e-12))
-        robust[z > params.reject_z] = 0.0
-    weight = w * robust
-    total = float(weight.sum())
-    n_eff = total**2 / float((weight**2).sum()) if total > 0 else 0.0
-    dof = n_eff - p - np.unique(groups[weight > 0]).size
-    if dof < 5:
-        return None
-    xc, yc = _within(x, weight, groups), _within(y[:, None], weight, groups)[:, 0]
-    scaled = weight * (n_eff / total)
-    gram = (xc * scaled[:, None]).T @ xc
-    residual = yc - xc @ beta
-    sigma2 = float((scaled * residual**2).sum()) / dof
-    covariance = sigma2 * np.linalg.inv(gram)
-    spread = np.sqrt(np.average(xc**2, axis=0, weights=weight))
-    return beta, np.sqrt(np.diag(covariance)), spread
-
-
-def _transfers(
-    x: FloatArray,
-    y: FloatArray,
-    w: FloatArray,
-    groups: IntArray,
-    ended_at: FloatArray,
-    params: FitParameters,
-) -> bool:
-    """Whether slopes fitted on the older runs predict the newer ones better than their
-    segments' older levels alone: the planner's question (the next job, from the past ones)
-    asked of the history itself. The newest third is held out; each of its runs is predicted
-    from its segment's level among the older runs, with and without the older runs' slopes;
-    the slopes must lower the weighted median absolute error."""
-    order = np.argsort(ended_at, kind="stable")
-    cut = (2 * order.size) // 3
-    older, newer = order[:cut], order[cut:]
-    fitted = _robust_within(x[older], y[older], w[older], groups[older], params)
-    if fitted is None:
-        return False
-    beta = fitted[0]
-    size = int(groups.max()) + 1
-    seen = np.bincount(groups[older], weights=w[older], minlength=size)
-    newer = newer[seen[groups[newer]] > 0]  # a segment without older runs has no level
-    if newer.size < params.min_slope_n // 2:
-        return False
-    safe = np.where(seen > 0, seen, 1.0)
-    adjusted = y[older] - x[older] @ beta
-    level_with = np.bincount(groups[older], weights=w[older] * adjusted, minlength=size) / safe
-    level_without = np.bincount(groups[older], weights=w[older] * y[older], minlength=size) / safe
-    error_with = np.abs(y[newer] - level_with[groups[newer]] - x[newer] @ beta)
-    error_without = np.abs(y[newer] - level_without[groups[newer]])
-    return _weighted_median(error_with, w[newer]) < _weighted_median(error_without, w[newer])
-
-
-def _weighted_median(values: FloatArray, weights: FloatArray) -> float:
-    order = np.argsort(values)
-    cumulative = np.cumsum(weights[order])
-    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
-
-
-def _spread(x: FloatArray, weights: FloatArray, groups: IntArray) -> float:
-    """The weighted within-group standard deviation of one covariate over the rows that
-    know it (0 with fewer than two)."""
-    known = np.isfinite(x)
-    if np.count_nonzero(known) < 2:
-        return 0.0
-    w = weights[known]
-    centred = _within(x[known][:, None], w, groups[known])[:, 0]
-    return float(np.sqrt(np.average(centred**2, weights=w))) if w.sum() > 0 else 0.0
-
-
-def _within(values: FloatArray, weights: FloatArray, groups: IntArray) -> FloatArray:
-    """Each column minus its group's weighted mean."""
-    size = int(groups.max()) + 1
-    total = np.bincount(groups, weights=weights, minlength=size)
-    safe = np.where(total > 0, total, 1.0)
-    means = np.column_stack(
-        [
-            np.bincount(groups, weights=weights * column, minlength=size) / safe
-            for column in values.T
-        ]
-    )
-    result: FloatArray = values - means[groups]
+def failures_per_hour(data: ObservationArrays) -> FloatArray:
+    """Each run's failed segments per wall hour (NaN where not counted)."""
+    hours = np.maximum(data.ended_at - data.started_at, 1.0) / SECONDS_PER_HOUR
+    result: FloatArray = data.failures / hours
     return result
 
 
-def shift(slopes: Slopes, logs: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per row of log covariates: the change of log utilization from the reference scale,
-    and its variance from the slopes' standard errors (an unknown covariate: no change)."""
-    delta = logs - np.asarray(slopes.reference)
-    delta = np.where(np.isfinite(delta), delta, 0.0)
-    change: FloatArray = delta @ np.asarray(slopes.slope)
-    variance: FloatArray = (delta**2) @ (
-        np.asarray(slopes.se) ** 2 * (np.asarray(slopes.slope) != 0)
+def segment_codes(data: ObservationArrays) -> IntArray:
+    result: IntArray = (data.gpu * len(data.precision_names) + data.precision).astype(np.intp)
+    return result
+
+
+def segment_key(data: ObservationArrays, code: int) -> str:
+    gpu, precision = divmod(code, len(data.precision_names))
+    return f"{data.gpu_names[gpu]}/{data.precision_names[precision]}"
+
+
+# --- moving factors between scales -----------------------------------------------------------
+
+
+def utilization_change(
+    slopes: Slopes, log_g: FloatArray, log_n: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Per row: the change of log utilization from the reference scale, and its variance
+    from the terms' standard errors (an unknown covariate: no change). Beyond the model
+    sizes fitted on, the bent model-size curve goes on along its tangent at the edge (its
+    slope held within ±MAX_SLOPE)."""
+    dg = np.where(np.isfinite(log_g), log_g - slopes.log_gpus_reference, 0.0)
+    dn = np.where(np.isfinite(log_n), log_n - slopes.log_params_reference, 0.0)
+    low = slopes.log_params_low - slopes.log_params_reference
+    high = slopes.log_params_high - slopes.log_params_reference
+    edge = np.clip(dn, min(low, 0.0), max(high, 0.0))
+    tangent = np.clip(slopes.params + 2.0 * slopes.curvature * edge, -MAX_SLOPE, MAX_SLOPE)
+    params_change = slopes.params * edge + slopes.curvature * edge**2 + tangent * (dn - edge)
+    curve = edge**2 + 2.0 * edge * (dn - edge)  # the curvature's regressor, continued
+    change: FloatArray = slopes.gpus * dg + params_change
+    variance: FloatArray = (
+        (dg * slopes.gpus_se) ** 2 * (slopes.gpus != 0.0)
+        + (dn * slopes.params_se) ** 2 * (slopes.params != 0.0)
+        + (curve * slopes.curvature_se) ** 2 * (slopes.curvature != 0.0)
     )
     return change, variance
 
 
-def to_reference(data: ObservationArrays, slopes: Slopes) -> ObservationArrays:
-    """The runs as if each had run at the reference scale (effective and utilization moved
-    by its slopes; overhead as it was)."""
-    if not slopes.any:
+def failure_change(slopes: Slopes, gpus: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per planned job of `gpus` GPUs: the change of log(1 − f) from the failures it should
+    expect, −log(1 + c·λ·G), and its variance from c's standard error."""
+    load = slopes.failure_rate * np.where(np.isfinite(gpus), gpus, 0.0)
+    if slopes.failure_cost_hours == 0.0:
+        zero: FloatArray = np.zeros_like(load)
+        return zero, zero
+    change: FloatArray = -np.log1p(slopes.failure_cost_hours * load)
+    variance: FloatArray = (
+        load * slopes.failure_cost_se / (1.0 + slopes.failure_cost_hours * load)
+    ) ** 2
+    return change, variance
+
+
+def to_reference(data: ObservationArrays, scale: Scale) -> ObservationArrays:
+    """The runs as if each had run at the reference scale without failures: utilization
+    (and effective) moved by its GPU and model-size terms, 1 − overhead (and effective) by
+    the failures it had."""
+    if not scale.any:
         return data
-    change, _ = shift(slopes, _logs(data))
-    factor = np.exp(-change)
+    log_g, log_n = logs(data)
+    segment = segment_codes(data)
+    change = np.zeros(len(data))
+    for code in np.unique(segment).tolist():
+        mine = segment == code
+        slopes = scale.for_key(segment_key(data, code))
+        change[mine] = utilization_change(slopes, log_g[mine], log_n[mine])[0]
+    z = failures_per_hour(data)
+    keep_change = np.where(np.isfinite(z), -scale.shared.failure_cost_hours * z, 0.0)
     return dataclasses.replace(
         data,
-        effective_utilization=data.effective_utilization * factor,
-        utilization=data.utilization * factor,
+        effective_utilization=data.effective_utilization * np.exp(-change - keep_change),
+        utilization=data.utilization * np.exp(-change),
+        overhead=1.0 - (1.0 - data.overhead) * np.exp(-keep_change),
     )
 
 
 def entry_slopes(entry: SegmentFactors) -> Slopes:
     return Slopes(
-        (entry.gpus_slope, entry.params_slope),
-        (entry.gpus_slope_se, entry.params_slope_se),
-        (entry.log_gpus_reference, entry.log_params_reference),
+        gpus=entry.gpus_slope,
+        gpus_se=entry.gpus_slope_se,
+        params=entry.params_slope,
+        params_se=entry.params_slope_se,
+        curvature=entry.params_curvature,
+        curvature_se=entry.params_curvature_se,
+        failure_cost_hours=entry.failure_cost_hours,
+        failure_cost_se=entry.failure_cost_se,
+        failure_rate=entry.failure_rate,
+        log_gpus_reference=entry.log_gpus_reference,
+        log_params_reference=entry.log_params_reference,
+        log_params_low=entry.log_params_low,
+        log_params_high=entry.log_params_high,
+    )
+
+
+def with_slopes(entry: SegmentFactors, slopes: Slopes) -> SegmentFactors:
+    return dataclasses.replace(
+        entry,
+        gpus_slope=slopes.gpus,
+        gpus_slope_se=slopes.gpus_se,
+        params_slope=slopes.params,
+        params_slope_se=slopes.params_se,
+        params_curvature=slopes.curvature,
+        params_curvature_se=slopes.curvature_se,
+        failure_cost_hours=slopes.failure_cost_hours,
+        failure_cost_se=slopes.failure_cost_se,
+        failure_rate=slopes.failure_rate,
+        log_gpus_reference=slopes.log_gpus_reference,
+        log_params_reference=slopes.log_params_reference,
+        log_params_low=slopes.log_params_low,
+        log_params_high=slopes.log_params_high,
     )
 
 
 def attach(
-    factors: Mapping[str, SegmentFactors], data: ObservationArrays, slopes: Slopes
+    factors: Mapping[str, SegmentFactors], data: ObservationArrays, scale: Scale
 ) -> dict[str, SegmentFactors]:
-    """Every entry with the shared slopes and the ranges of the runs it covers (a
-    gpu/precision[/recompute] entry its segment's, a GPU's its GPU's, "*" everyone's)."""
+    """Every entry with its scale terms (`Scale.for_key`) and the ranges of the runs it
+    covers (a gpu/precision[/recompute] entry its segment's, a GPU's its GPU's, "*"
+    everyone's)."""
     gpu_of = {name: i for i, name in enumerate(data.gpu_names)}
     precision_of = {name: i for i, name in enumerate(data.precision_names)}
     result: dict[str, SegmentFactors] = {}
@@ -259,13 +244,7 @@ def attach(
             _range(data, name, rows) for name in ("gpus", "params", "tokens")
         )
         result[key] = dataclasses.replace(
-            entry,
-            gpus_slope=slopes.slope[0],
-            gpus_slope_se=slopes.se[0],
-            log_gpus_reference=slopes.reference[0],
-            params_slope=slopes.slope[1],
-            params_slope_se=slopes.se[1],
-            log_params_reference=slopes.reference[1],
+            with_slopes(entry, scale.for_key(key)),
             gpus_min=gpus_min,
             gpus_max=gpus_max,
             params_min=params_min,
@@ -308,25 +287,50 @@ def _range(
     return (float(known.min()), float(known.max())) if known.size else (None, None)
 
 
+def log_effective_change(
+    slopes: Slopes, log_u: float, gpus: FloatArray, params: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per job: the change of log utilization (never above 1: log u + change ≤ 0), of
+    log(1 − f) and the variance both add, for an entry of log utilization `log_u`."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        log_g, log_n = np.log(gpus), np.log(params)
+    u_change, u_variance = utilization_change(slopes, log_g, log_n)
+    u_change = np.minimum(log_u + u_change, 0.0) - log_u
+    keep_change, keep_variance = failure_change(slopes, gpus)
+    return u_change, keep_change, u_variance + keep_variance
+
+
 def at_scale(entry: SegmentFactors, gpus: float | None, params: float | None) -> SegmentFactors:
     """The entry's factors for a job of this GPU count and parameter count: utilization
-    moved by the slopes (never above 1), the interval widened by the slopes' uncertainty.
-    A fallback entry (the planner's own factors) is not moved."""
+    moved by the GPU and model-size terms (never above 1), overhead by the failures a job
+    of that many GPUs should expect, the interval widened by the terms' uncertainty. A
+    fallback entry (the planner's own factors) is not moved."""
     slopes = entry_slopes(entry)
     if entry.fallback or not slopes.any:
         return entry
-    logs = np.array([[_log(gpus), _log(params)]])
-    change, variance = (float(v[0]) for v in shift(slopes, logs))
-    if change == 0.0 and variance == 0.0:
+    u_change, keep_change, variance = (
+        float(v[0])
+        for v in log_effective_change(
+            slopes,
+            math.log(entry.utilization),
+            np.array([math.nan if gpus is None else gpus], dtype=np.float64),
+            np.array([math.nan if params is None else params], dtype=np.float64),
+        )
+    )
+    if u_change == 0.0 and keep_change == 0.0 and variance == 0.0:
         return entry
-    utilization = min(entry.utilization * math.exp(change), 1.0)
+    utilization = min(entry.utilization * math.exp(u_change), 1.0)
     spread = entry.utilization / entry.utilization_p10 if entry.utilization_p10 > 0 else 1.0
     u_p10, u_p90 = utilization_range(utilization, spread)
+    keep = math.exp(keep_change)
     return dataclasses.replace(
         entry,
         utilization=utilization,
         utilization_p10=u_p10,
         utilization_p90=u_p90,
+        overhead=1.0 - (1.0 - entry.overhead) * keep,
+        overhead_p10=1.0 - (1.0 - entry.overhead_p10) * keep,
+        overhead_p90=1.0 - (1.0 - entry.overhead_p90) * keep,
         log_sigma=math.sqrt(entry.log_sigma**2 + variance),
         log_sigma_low=math.sqrt(entry.log_sigma_low**2 + variance),
         log_sigma_high=math.sqrt(entry.log_sigma_high**2 + variance),
@@ -346,10 +350,6 @@ def for_job(
     outside the runs the entry was fitted on."""
     outside = extrapolation(entry, gpus, params, tokens)
     return (at_scale(entry, gpus, params) if move else entry), outside
-
-
-def _log(value: float | None) -> float:
-    return math.log(value) if value is not None and value > 0 else math.nan
 
 
 def extrapolation(

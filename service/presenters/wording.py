@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -130,23 +131,60 @@ def _configuration(gpus: int | None, tokens: float | None, precision: str | None
 
 
 def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
-    """The set's scale slopes as a planner reads them: "-8.0% per doubling of GPUs (90%
-    range -9.9%..-6.0%), fitted over 8-256 GPUs"; the slopes are shared, so "*" says it."""
+    """The set's scale terms as a planner reads them: "-8.0% utilization per doubling of GPUs
+    (90% range -9.9%..-6.0%), fitted over 8-256" (shared, from "*"), each segment whose own
+    GPU slope differs from it by more than its standard error, the model-size slope at both
+    ends of its curve, and the failures."""
     shared = next((item for item in segments if item.segment == "*"), None)
     if shared is None:
         return []
     found = []
-    for what, slope, se, low, high in (
-        ("GPUs", shared.gpus_slope, shared.gpus_slope_se, shared.gpus_min, shared.gpus_max),
-        ("parameters", shared.params_slope, shared.params_slope_se, shared.params_min,
-         shared.params_max),
-    ):  # fmt: skip
-        if slope == 0.0:
-            continue
-        per, lo, hi = (100.0 * (2.0 ** (slope + z * se) - 1.0) for z in (0.0, -_Z95, _Z95))
-        span = "" if low is None or high is None else f", fitted over {low:,.3g}-{high:,.3g}"
+    if shared.gpus_slope != 0.0:
+        slope = _per_doubling(shared.gpus_slope, shared.gpus_slope_se, "GPUs")
+        found.append(f"{slope}{_span(shared.gpus_min, shared.gpus_max)}")
+    for item in segments:
+        own = item.level == "segment" and item.segment.count("/") == 1
+        differs = abs(item.gpus_slope - shared.gpus_slope) > max(shared.gpus_slope_se, 1e-12)
+        if own and item.gpus_slope != 0.0 and differs:
+            slope = _per_doubling(item.gpus_slope, item.gpus_slope_se, "GPUs")
+            found.append(f"{slope} on {item.segment}")
+    if shared.params_slope != 0.0:
+        line = _per_doubling(shared.params_slope, shared.params_slope_se, "parameters")
+        if shared.params_curvature != 0.0:
+            ends = ", ".join(
+                f"{100.0 * (2.0 ** _local_slope(shared, log_n) - 1.0):+.1f}% at "
+                f"{_size(math.exp(log_n))}"
+                for log_n in (shared.log_params_low, shared.log_params_high)
+            )
+            line += f" at {_size(math.exp(shared.log_params_reference))}, bending: {ends}"
+        found.append(f"{line}{_span(shared.params_min, shared.params_max)}")
+    if shared.failure_cost_hours > 0.0:
+        low = max(shared.failure_cost_hours - _Z95 * shared.failure_cost_se, 0.0)
+        high = shared.failure_cost_hours + _Z95 * shared.failure_cost_se
         found.append(
-            f"{per:+.1f}% utilization per doubling of {what} (90% range {lo:+.1f}%..{hi:+.1f}%)"
-            f"{span}"
+            f"failures: {shared.failure_rate * 1e4:.2f} per 10,000 GPU-hours, each costing "
+            f"{shared.failure_cost_hours:.2f} h (90% range {low:.2f}-{high:.2f} h): overhead "
+            "grows with GPU count"
         )
     return found
+
+
+def _per_doubling(slope: float, se: float, what: str) -> str:
+    per, lo, hi = (100.0 * (2.0 ** (slope + z * se) - 1.0) for z in (0.0, -_Z95, _Z95))
+    return f"{per:+.1f}% utilization per doubling of {what} (90% range {lo:+.1f}%..{hi:+.1f}%)"
+
+
+def _local_slope(entry: SegmentFactors, log_n: float) -> float:
+    """The model-size slope (log-log) at log parameters `log_n`, on the fitted curve."""
+    return entry.params_slope + 2.0 * entry.params_curvature * (log_n - entry.log_params_reference)
+
+
+def _span(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f", fitted over {low:,.3g}-{high:,.3g}"
+
+
+def _size(value: float) -> str:
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if value >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:,.0f}"

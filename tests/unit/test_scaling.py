@@ -4,6 +4,7 @@ an estimate to its own scale (service.calibration.scaling)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -11,8 +12,11 @@ import numpy as np
 import pytest
 
 from service.calibration import fit, scaling
+from service.calibration.calibrated_plans import calibrated_plan, calibrated_wall
 from service.calibration.model import Prior, lookup
 from service.calibration.observations import Observation
+from service.domain.errors import InputError
+from service.domain.values import EstimateRequest, Factors, Hardware, Model
 
 PRIOR = Prior(utilization=0.4, overhead=0.1, log_sigma=0.3, sources=("test",))
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
@@ -102,3 +106,115 @@ def test_a_job_outside_the_history_says_so() -> None:
 
     assert said == ("4,096 GPUs, history 8–1,024",)
     assert scaling.extrapolation(entry, 512, 7e9, 2e11) == ()
+
+
+def sized_runs(
+    n: int = 300,
+    gpu_slopes: dict[str, float] | None = None,
+    failures_per_gpu_hour: float = 0.0,
+    hours_per_failure: float = 1.5,
+    seed: int = 5,
+) -> list[Observation]:
+    """Runs of 8-1,024 GPUs and 1-13B parameters: utilization falls with GPU count at each
+    segment's own slope, rises with model size and saturates (1 − 0.35·√(1e9/N)), and each
+    failure (Poisson on GPU-hours) costs `hours_per_failure` of wall time."""
+    slopes = gpu_slopes or {gpu: GPU_SLOPE for gpu in SEGMENTS}
+    rng = np.random.default_rng(seed)
+    found = []
+    for i in range(n):
+        gpu = list(SEGMENTS)[i % len(SEGMENTS)]
+        gpus = float(2 ** rng.integers(3, 11))
+        params = float(10 ** rng.uniform(9.0, 10.1))
+        u = SEGMENTS[gpu] * (gpus / 64) ** slopes[gpu] * saturating(params)
+        u *= math.exp(rng.normal(0.0, 0.03))
+        running_hours = float(rng.uniform(10.0, 100.0))
+        failures = int(rng.poisson(failures_per_gpu_hour * gpus * running_hours))
+        wall_hours = running_hours + failures * hours_per_failure
+        f0 = 0.1 + float(rng.normal(0.0, 0.01))
+        f = 1.0 - (1.0 - f0) * running_hours / wall_hours  # f0 about 0.1, then the failures
+        end = T0 + timedelta(hours=6 * i)
+        found.append(
+            Observation(
+                gpu, "bf16", None, end, end - timedelta(hours=wall_hours), u * (1 - f), u, f,
+                gpus=gpus, params=params, tokens=2e11, failures=float(failures),
+            )
+        )  # fmt: skip
+    return found
+
+
+def saturating(params: float) -> float:
+    return 1.0 - 0.35 * math.sqrt(1e9 / params)
+
+
+def test_each_segment_keeps_its_own_gpu_slope() -> None:
+    slopes = {"h100-sxm": -0.03, "a100-80gb": -0.08, "mi300x": -0.2}
+    factors = fit.fit(sized_runs(gpu_slopes=slopes), PRIOR)
+
+    fitted = {gpu: lookup(factors, gpu, "bf16", None).gpus_slope for gpu in slopes}
+
+    assert fitted["mi300x"] < fitted["a100-80gb"] < fitted["h100-sxm"]
+    assert fitted["mi300x"] == pytest.approx(-0.2, abs=0.04)
+    assert fitted["h100-sxm"] == pytest.approx(-0.03, abs=0.04)
+
+
+def test_utilization_saturates_with_model_size_and_is_not_extrapolated_as_a_line() -> None:
+    factors = fit.fit(sized_runs(), PRIOR)
+    entry = lookup(factors, "h100-sxm", "bf16", None)
+    assert entry.params_curvature < 0.0  # the gain shrinks as models grow
+
+    for params in (1e9, 4e9, 1.2e10):
+        moved = scaling.at_scale(entry, 64, params)
+        assert moved.utilization == pytest.approx(0.45 * saturating(params), rel=0.03)
+    beyond = scaling.at_scale(entry, 64, 7e10).utilization
+    line = entry.utilization * math.exp(
+        entry.params_slope * (math.log(7e10) - entry.log_params_reference)
+    )
+    assert beyond == pytest.approx(0.45 * saturating(7e10), rel=0.05)
+    assert beyond < line  # along the tangent at the edge, not the slope at the middle
+
+
+def test_overhead_grows_with_the_failures_a_bigger_job_should_expect() -> None:
+    factors = fit.fit(sized_runs(failures_per_gpu_hour=5e-5, hours_per_failure=1.5), PRIOR)
+    entry = lookup(factors, "a100-80gb", "bf16", None)
+
+    assert entry.failure_rate == pytest.approx(5e-5, rel=0.25)
+    assert entry.failure_cost_hours == pytest.approx(1.5, rel=0.25)
+    small, big = scaling.at_scale(entry, 8, 7e9), scaling.at_scale(entry, 8192, 7e9)
+    # 1 − f = (1 − f0) / (1 + cost · rate · G): about 0.9 / 1.6 at 8,192 GPUs.
+    assert small.overhead == pytest.approx(0.1, abs=0.03)
+    assert big.overhead == pytest.approx(1 - 0.9 / (1 + 1.5 * 5e-5 * 8192), abs=0.06)
+    assert big.log_sigma_high > small.log_sigma_high  # the failure term's own uncertainty
+
+
+def test_no_failure_term_without_counted_failures() -> None:
+    factors = fit.fit(sized_runs(failures_per_gpu_hour=0.0), PRIOR)
+    assert all(entry.failure_cost_hours == 0.0 for entry in factors.values())
+
+
+def test_a_plan_says_when_more_gpus_stop_helping() -> None:
+    """With failures growing with GPU count and utilization falling with it, wall time has
+    a minimum: a deadline below it is refused naming where more GPUs stop helping, and one
+    above it gets the fewest GPUs that meet it."""
+    factors = fit.fit(sized_runs(failures_per_gpu_hour=5e-5, hours_per_failure=1.5), PRIOR)
+    entry = lookup(factors, "mi300x", "bf16", None)
+    steep = {"mi300x/bf16": dataclasses.replace(entry, gpus_slope=-0.45, gpus_slope_se=0.0)}
+    request = EstimateRequest(
+        model=Model(7e9, 1e11), hardware=Hardware("mi300x", 8, "bf16"), factors=Factors()
+    )
+    peak = 1307e12
+
+    with pytest.raises(InputError, match=r"more GPUs stop helping beyond [\d,]+ \("):
+        calibrated_plan(request, peak, steep, 60.0)
+    walls = {
+        gpus: calibrated_wall(_with(request, gpus), peak, steep).wall_seconds_at_confidence
+        for gpus in (8, 512, 8192, 2**20)
+    }
+    assert walls[512] < walls[8] and walls[2**20] > walls[8192]  # a minimum in between
+    plan = calibrated_plan(request, peak, steep, walls[512], multiple_of=8)
+    assert plan.gpus <= 512 and plan.wall.wall_seconds_at_confidence <= walls[512]
+    fewer = calibrated_wall(_with(request, plan.gpus - 8), peak, steep)
+    assert fewer.wall_seconds_at_confidence > walls[512]
+
+
+def _with(request: EstimateRequest, gpus: int) -> EstimateRequest:
+    return dataclasses.replace(request, hardware=dataclasses.replace(request.hardware, gpus=gpus))

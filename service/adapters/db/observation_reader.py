@@ -45,6 +45,7 @@ _TIMES = ("started_at", "ended_at")
 
 _FLOATS = ("effective", "utilization", "overhead")
 _SCALE = ("gpus", "params", "tokens")  # 0 where unknown: NaN in the arrays
+_FAILURES = "failures"  # FAILED/KILLED segments: always counted, 0 a real value
 
 # gpu, precision and recompute come as one text per row (fewer objects to make and hash:
 # a million rows repeat a few hundred combinations), split again per distinct combination.
@@ -79,6 +80,7 @@ def build_observations(
         *((name, time_type) for name in _TIMES),
         *((name, np.float64) for name in _FLOATS),
         *((name, np.float64) for name in _SCALE),
+        (_FAILURES, np.float64),
     ]
     table = np.fromiter(rows, dtype=np.dtype(fields), count=len(rows))
     started, ended = (_seconds(table[name]) for name in _TIMES)
@@ -141,6 +143,7 @@ def observation_query(
         sql_cast(func.coalesce(RECON_COLUMNS.observed_gpus, RECON_COLUMNS.planned_gpus, 0), Double),
         func.coalesce(RECON_COLUMNS.params, 0.0),
         func.coalesce(RECON_COLUMNS.observed_tokens, RECON_COLUMNS.planned_tokens, 0.0),
+        sql_cast(RECON_COLUMNS.failed_segments, Double),
     ).where(*observation_conditions(dialect, since, scan=True))
 
 
@@ -248,6 +251,7 @@ def _arrays(
         gpus=gpus,
         params=params,
         tokens=tokens,
+        failures=table[_FAILURES][order],
     )
 
 

@@ -1,0 +1,381 @@
+"""The scale model's fit (docs/calibration.md, "Scale"): the failure term from the overhead
+of runs that counted failures, then the GPU and model-size terms of log effective
+utilization within gpu/precision segments, kept term by term only where the data support
+them and only when they transfer from older runs to newer ones. Pure numpy; the model
+itself, and how factors move between scales, is service.calibration.scaling."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.calibration.model import FitParameters
+from service.calibration.observations import ObservationArrays
+from service.calibration.robust import (
+    FloatArray,
+    IntArray,
+    WithinFit,
+    robust_within,
+    weighted_median_of,
+    within_group,
+    within_spread,
+)
+from service.calibration.scaling import (
+    MAX_SLOPE,
+    NO_SCALE,
+    Scale,
+    Slopes,
+    failures_per_hour,
+    logs,
+    segment_codes,
+    segment_key,
+)
+from service.domain.units import SECONDS_PER_HOUR
+
+TERMS = ("gpus", "params", "curvature", "failures")
+SAMPLE_ROWS = 10_000  # runs the scale terms are fitted on, at most (bench/bench_refit.py)
+FAILURE_REJECT_Z = 8.0  # robust scales beyond which a run is no evidence of a failure's cost
+
+
+@dataclass(frozen=True, eq=False)
+class _Design:
+    """The regressors of one candidate model over the rows that know them: one column per
+    shared term, then one GPU-slope deviation column per segment in `deviating_keys`."""
+
+    terms: tuple[str, ...]
+    rows: IntArray
+    x: FloatArray
+    deviating_keys: tuple[str, ...]
+    log_gpus_reference: float
+    log_params_reference: float
+
+
+def _design(
+    terms: Sequence[str],
+    log_g: FloatArray,
+    log_n: FloatArray,
+    segment: IntArray,
+    weights: FloatArray,
+    data: ObservationArrays,
+    params: FitParameters,
+    *,
+    deviations: bool,
+) -> _Design:
+    known = np.ones(log_g.size, dtype=bool)
+    if "gpus" in terms:
+        known &= np.isfinite(log_g)
+    if "params" in terms:
+        known &= np.isfinite(log_n)
+    rows = np.flatnonzero(known)
+    w = weights[rows]
+    total = float(w.sum())
+    ref_g = float(np.average(log_g[rows], weights=w)) if "gpus" in terms and total > 0 else 0.0
+    ref_n = float(np.average(log_n[rows], weights=w)) if "params" in terms and total > 0 else 0.0
+    columns = []
+    for term in terms:
+        if term == "gpus":
+            columns.append(log_g[rows] - ref_g)
+        elif term == "params":
+            columns.append(log_n[rows] - ref_n)
+        else:  # curvature
+            columns.append((log_n[rows] - ref_n) ** 2)
+    deviating: list[str] = []
+    if deviations and "gpus" in terms:
+        groups = segment[rows]
+        for code in np.unique(groups).tolist():
+            mine = groups == code
+            own = log_g[rows][mine]
+            if np.count_nonzero(mine) >= params.min_slope_n // 2 and (
+                within_spread(own, w[mine], np.zeros(own.size, np.intp)) >= params.min_slope_spread
+            ):
+                deviating.append(segment_key(data, int(code)))
+                columns.append(np.where(mine, log_g[rows] - ref_g, 0.0))
+    x = np.column_stack(columns) if columns else np.empty((rows.size, 0))
+    return _Design(tuple(terms), rows, x, tuple(deviating), ref_g, ref_n)
+
+
+def _supported(term: str, k: int, fitted: WithinFit, params: FitParameters) -> bool:
+    """Evidence for one shared term: |b| ≥ slope_z standard errors and an effect that
+    matters over one within-segment deviation. Judged on the fit without deviations: a
+    segment's own GPU slope refines a GPU term the runs support as a whole, it does not
+    make one (on MLPerf, letting one chip's strong-scaling slope count as evidence put
+    the LoRA benchmark's slope on GPT-3: leave-one-out 0.088 → 0.099, GPT-3 rows 0.9)."""
+    beta = float(fitted.beta[k])
+    error = math.sqrt(max(float(fitted.covariance[k, k]), 0.0))
+    spread = float(fitted.spread[k])
+    return (
+        spread >= (params.min_slope_spread if term != "curvature" else 0.0)
+        and abs(beta) >= params.slope_z * error
+        and abs(beta) * spread >= params.min_slope_effect
+    )
+
+
+@dataclass(frozen=True)
+class _Failures:
+    """The failure term: hours one failure costs, its standard error, failures per
+    GPU-hour (all 0 without evidence)."""
+
+    cost_hours: float = 0.0
+    cost_se: float = 0.0
+    rate: float = 0.0
+
+
+def _failure_term(
+    data: ObservationArrays,
+    z: FloatArray,
+    log_g: FloatArray,
+    segment: IntArray,
+    weights: FloatArray,
+    params: FitParameters,
+) -> _Failures:
+    """The cost of one failure from the runs that logged throughput (their overhead says
+    what the wall time lost: log(1 − f) = log(1 − f₀) − c·z within a segment), kept when
+    the runs counted at least params.min_failures failures and c > 0 by slope_z standard
+    errors; the rate is failures over GPU-hours of every run that counted them."""
+    counted = np.isfinite(z) & np.isfinite(log_g)
+    if float(data.failures[counted].sum()) < params.min_failures:
+        return _Failures()
+    split = np.flatnonzero(counted & np.isfinite(data.overhead))
+    if split.size < params.min_slope_n:
+        return _Failures()
+    # Restart costs have a long tail of their own (a bad night's restart takes hours), and
+    # the expected loss is their mean: least squares, leaving out only runs far beyond it
+    # (stragglers: a bad node's slow wall time is no failure).
+    fitted = robust_within(
+        -z[split, None], np.log1p(-data.overhead[split]), weights[split], segment[split], 1,
+        params, huber_c=math.inf, reject_z=FAILURE_REJECT_Z,
+    )  # fmt: skip
+    if fitted is None:
+        return _Failures()
+    cost, se = float(fitted.beta[0]), math.sqrt(float(fitted.covariance[0, 0]))
+    if not (cost > 0 and cost >= params.slope_z * se):
+        return _Failures()
+    rows = np.flatnonzero(counted)
+    hours = np.maximum(data.ended_at[rows] - data.started_at[rows], 1.0) / SECONDS_PER_HOUR
+    gpu_hours = float((weights[rows] * data.gpus[rows] * hours).sum())
+    if not gpu_hours > 0:
+        return _Failures()
+    rate = float((weights[rows] * data.failures[rows]).sum()) / gpu_hours
+    return _Failures(cost * max(0.0, 1.0 - (se / cost) ** 2), se, rate)
+
+
+def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameters) -> Scale:
+    """The scale model of these runs (NO_SCALE where nothing is supported). First the
+    failure term (`_failure_term`), whose expected loss every run's log e is then cleared
+    of; then the GPU and model-size terms, which need real spread within segments: the
+    model is refitted without the terms that lack evidence (`_supported`) until all it
+    keeps have it, and fitted on the older two thirds it must predict the newest third
+    better than the segments' levels alone (`_transfers`); a set that does not transfer
+    is tried once more without its curvature. Kept shared terms are shrunk toward zero by
+    their noise (positive-part James-Stein)."""
+    if len(data) > SAMPLE_ROWS:
+        # Global terms, not per-run ones: a seeded sample of the runs estimates them as well
+        # (their standard errors are the sample's, so a little wider), at a fixed cost.
+        chosen = np.sort(np.random.default_rng(0).choice(len(data), SAMPLE_ROWS, replace=False))
+        data, weights = data.take(chosen), weights[chosen]
+    log_g, log_n = logs(data)
+    z = failures_per_hour(data)
+    segment = segment_codes(data)
+    failures = _failure_term(data, z, log_g, segment, weights, params)
+    y_all = np.log(data.effective_utilization) + failures.cost_hours * np.where(
+        np.isfinite(z), z, 0.0
+    )
+    terms: list[str] = []
+    if within_spread(log_g, weights, segment) >= params.min_slope_spread:
+        terms.append("gpus")
+    if within_spread(log_n, weights, segment) >= params.min_slope_spread:
+        terms.append("params")
+        if _bends(log_n, weights, segment) >= params.min_slope_spread**2:
+            terms.append("curvature")
+    tried: list[tuple[str, ...]] = []
+    for first in (terms, [t for t in terms if t != "curvature"]):
+        first = [t for t in first if t in terms]
+        if not first or tuple(first) in tried:
+            continue
+        tried.append(tuple(first))
+        found = _select(first, log_g, log_n, y_all, segment, weights, data, params)
+        if found is not None:
+            return _scale_of(found, log_n, failures)
+    return Scale(_failures_only(failures)) if failures.cost_hours > 0 else NO_SCALE
+
+
+def _bends(log_n: FloatArray, weights: FloatArray, segment: IntArray) -> float:
+    """How much of the squared model size is not a straight line in it (within segments,
+    weighted standard deviation): with two model sizes in a segment none is, and a curve
+    through two points says nothing."""
+    known = np.isfinite(log_n)
+    if np.count_nonzero(known) < 3:
+        return 0.0
+    w, groups = weights[known], segment[known]
+    centred = log_n[known] - np.average(log_n[known], weights=w)
+    columns = within_group(np.column_stack([centred, centred**2]), w, groups)
+    line, square = columns[:, 0], columns[:, 1]
+    denominator = float((w * line**2).sum())
+    if not denominator > 0:
+        return 0.0
+    rest = square - line * float((w * line * square).sum()) / denominator
+    return float(np.sqrt(np.average(rest**2, weights=w)))
+
+
+def _failures_only(failures: _Failures) -> Slopes:
+    return Slopes(
+        failure_cost_hours=failures.cost_hours,
+        failure_cost_se=failures.cost_se,
+        failure_rate=failures.rate,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Selected:
+    """The terms kept: their shared fit (no deviations: the shared terms' values and
+    evidence) and the full fit with each segment's GPU-slope deviation (its own slopes)."""
+
+    shared: _Design
+    shared_fit: WithinFit
+    full: _Design
+    full_fit: WithinFit
+
+
+def _select(
+    terms: list[str],
+    log_g: FloatArray,
+    log_n: FloatArray,
+    y_all: FloatArray,
+    segment: IntArray,
+    weights: FloatArray,
+    data: ObservationArrays,
+    params: FitParameters,
+) -> _Selected | None:
+    """Backward elimination from `terms` by evidence, then the transfer check; None when
+    nothing is left or what is left does not transfer."""
+
+    def fitted(design: _Design) -> WithinFit | None:
+        rows = design.rows
+        return robust_within(
+            design.x, y_all[rows], weights[rows], segment[rows], len(design.terms), params
+        )
+
+    for _ in range(len(TERMS)):
+        if not terms:
+            return None
+        shared = _design(terms, log_g, log_n, segment, weights, data, params, deviations=False)
+        if shared.rows.size < params.min_slope_n:
+            return None
+        full = _design(terms, log_g, log_n, segment, weights, data, params, deviations=True)
+        shared_fit, full_fit = fitted(shared), fitted(full)
+        if shared_fit is None or full_fit is None:
+            return None
+        supported = [
+            term for k, term in enumerate(terms) if _supported(term, k, shared_fit, params)
+        ]
+        if "curvature" in supported and "params" not in supported:
+            supported.remove("curvature")
+        if supported == terms:
+            if not all(
+                _transfers(design, whole, y_all, weights, segment, data.ended_at, params)
+                for design, whole in ((shared, shared_fit), (full, full_fit))
+            ):
+                return None
+            return _Selected(shared, shared_fit, full, full_fit)
+        terms = supported
+    return None
+
+
+def _scale_of(selected: _Selected, log_n: FloatArray, failures: _Failures) -> Scale:
+    """The shared terms shrunk toward zero by their noise (positive-part James-Stein), and
+    each segment's own GPU slope (shared + deviation, the deviation already shrunk by its
+    prior)."""
+    design, fitted = selected.shared, selected.shared_fit
+    values: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    se = np.sqrt(np.diag(fitted.covariance))
+    for k, term in enumerate(design.terms):
+        shrink = max(0.0, 1.0 - (float(se[k]) / float(fitted.beta[k])) ** 2)
+        value = float(fitted.beta[k]) * shrink
+        if term in ("gpus", "params"):
+            value = float(np.clip(value, -MAX_SLOPE, MAX_SLOPE))
+        values[term], errors[term] = value, float(se[k])
+    low = high = design.log_params_reference
+    if "params" in design.terms:
+        fitted_n = log_n[design.rows]
+        low, high = float(fitted_n.min()), float(fitted_n.max())
+    shared = dataclasses.replace(
+        _failures_only(failures),
+        gpus=values.get("gpus", 0.0),
+        gpus_se=errors.get("gpus", 0.0),
+        params=values.get("params", 0.0),
+        params_se=errors.get("params", 0.0),
+        curvature=values.get("curvature", 0.0),
+        curvature_se=errors.get("curvature", 0.0),
+        log_gpus_reference=design.log_gpus_reference,
+        log_params_reference=design.log_params_reference,
+        log_params_low=low,
+        log_params_high=high,
+    )
+    own: dict[str, tuple[float, float]] = {}
+    full, full_fit = selected.full, selected.full_fit
+    if "gpus" in full.terms:
+        k = full.terms.index("gpus")
+        for j, key in enumerate(full.deviating_keys):
+            contrast = np.zeros(full_fit.beta.size)
+            contrast[[k, len(full.terms) + j]] = 1.0
+            slope = float(np.clip(contrast @ full_fit.beta, -MAX_SLOPE, MAX_SLOPE))
+            variance = float(contrast @ full_fit.covariance @ contrast)
+            own[key] = (slope, math.sqrt(max(variance, 0.0)))
+    return Scale(shared, own)
+
+
+def _transfers(
+    design: _Design,
+    whole: WithinFit,
+    y: FloatArray,
+    weights: FloatArray,
+    segment: IntArray,
+    ended_at: FloatArray,
+    params: FitParameters,
+) -> bool:
+    """Whether the model fitted on the older runs predicts the newer ones better than their
+    segments' older levels alone: the planner's question (the next job, from the past ones)
+    asked of the history itself. The newest third is held out; each of its runs is predicted
+    from its segment's level among the older runs, with and without the older runs' terms;
+    the terms must lower the weighted median absolute error, and the older runs must
+    already show each shared term, one standard error from zero on the side the whole
+    history puts it (a slope of ±0.0005 on the older runs "lowered" MLPerf's error by
+    chance and put the LoRA benchmark's strong-scaling slope on GPT-3: rows 0.9 off)."""
+    rows = design.rows
+    x, y, w, groups = design.x, y[rows], weights[rows], segment[rows]
+    order = np.argsort(ended_at[rows], kind="stable")
+    cut = (2 * order.size) // 3
+    older, newer = order[:cut], order[cut:]
+    fitted = robust_within(x[older], y[older], w[older], groups[older], len(design.terms), params)
+    if fitted is None:
+        return False
+    beta = fitted.beta
+    n_shared = len(design.terms)
+    older_se = np.sqrt(np.maximum(np.diag(fitted.covariance)[:n_shared], 0.0))
+    shown = np.sign(beta[:n_shared]) * np.sign(whole.beta[:n_shared]) * np.abs(beta[:n_shared])
+    if np.any(shown < older_se):
+        return False
+    size = int(groups.max()) + 1
+    seen = np.bincount(groups[older], weights=w[older], minlength=size)
+    newer = newer[seen[groups[newer]] > 0]  # a segment without older runs has no level
+    if newer.size < params.min_slope_n // 2:
+        return False
+    safe = np.where(seen > 0, seen, 1.0)
+    x = x.copy()
+    if "curvature" in design.terms:
+        # Beyond the older runs' model sizes the curve goes on along its tangent (as
+        # `utilization_change` continues it for an estimate).
+        dn = x[:, design.terms.index("params")]
+        edge = np.clip(dn, dn[older].min(), dn[older].max())
+        x[newer, design.terms.index("curvature")] = (edge**2 + 2.0 * edge * (dn - edge))[newer]
+    adjusted = y[older] - x[older] @ beta
+    level_with = np.bincount(groups[older], weights=w[older] * adjusted, minlength=size) / safe
+    level_without = np.bincount(groups[older], weights=w[older] * y[older], minlength=size) / safe
+    error_with = np.abs(y[newer] - level_with[groups[newer]] - x[newer] @ beta)
+    error_without = np.abs(y[newer] - level_without[groups[newer]])
+    return weighted_median_of(error_with, w[newer]) < weighted_median_of(error_without, w[newer])
