@@ -27,16 +27,16 @@ from service.calibration.robust import (
 from service.calibration.scaling import (
     MAX_SLOPE,
     NO_SCALE,
+    NONE,
     Scale,
     Slopes,
     failures_per_hour,
     logs,
     segment_codes,
     segment_key,
+    wall_hours,
 )
-from service.domain.units import SECONDS_PER_HOUR
 
-TERMS = ("gpus", "params", "curvature", "failures")
 SAMPLE_ROWS = 10_000  # runs the scale terms are fitted on, at most (bench/bench_refit.py)
 FAILURE_REJECT_Z = 8.0  # robust scales beyond which a run is no evidence of a failure's cost
 
@@ -114,16 +114,6 @@ def _supported(term: str, k: int, fitted: WithinFit, params: FitParameters) -> b
     )
 
 
-@dataclass(frozen=True)
-class _Failures:
-    """The failure term: hours one failure costs, its standard error, failures per
-    GPU-hour (all 0 without evidence)."""
-
-    cost_hours: float = 0.0
-    cost_se: float = 0.0
-    rate: float = 0.0
-
-
 def _failure_term(
     data: ObservationArrays,
     z: FloatArray,
@@ -131,17 +121,18 @@ def _failure_term(
     segment: IntArray,
     weights: FloatArray,
     params: FitParameters,
-) -> _Failures:
-    """The cost of one failure from the runs that logged throughput (their overhead says
-    what the wall time lost: log(1 − f) = log(1 − f₀) − c·z within a segment), kept when
-    the runs counted at least params.min_failures failures and c > 0 by slope_z standard
-    errors; the rate is failures over GPU-hours of every run that counted them."""
+) -> Slopes:
+    """The failure term, as Slopes holding only it (NONE without evidence): the cost of
+    one failure from the runs that logged throughput (their overhead says what the wall
+    time lost: log(1 − f) = log(1 − f₀) − c·z within a segment), kept when the runs counted
+    at least params.min_failures failures and c > 0 by slope_z standard errors; the rate is
+    failures over GPU-hours of every run that counted them."""
     counted = np.isfinite(z) & np.isfinite(log_g)
     if float(data.failures[counted].sum()) < params.min_failures:
-        return _Failures()
+        return NONE
     split = np.flatnonzero(counted & np.isfinite(data.overhead))
     if split.size < params.min_slope_n:
-        return _Failures()
+        return NONE
     # Restart costs have a long tail of their own (a bad night's restart takes hours), and
     # the expected loss is their mean: least squares, leaving out only runs far beyond it
     # (stragglers: a bad node's slow wall time is no failure).
@@ -150,17 +141,17 @@ def _failure_term(
         params, huber_c=math.inf, reject_z=FAILURE_REJECT_Z,
     )  # fmt: skip
     if fitted is None:
-        return _Failures()
+        return NONE
     cost, se = float(fitted.beta[0]), math.sqrt(float(fitted.covariance[0, 0]))
     if not (cost > 0 and cost >= params.slope_z * se):
-        return _Failures()
+        return NONE
     rows = np.flatnonzero(counted)
-    hours = np.maximum(data.ended_at[rows] - data.started_at[rows], 1.0) / SECONDS_PER_HOUR
-    gpu_hours = float((weights[rows] * data.gpus[rows] * hours).sum())
+    gpu_hours = float((weights[rows] * data.gpus[rows] * wall_hours(data)[rows]).sum())
     if not gpu_hours > 0:
-        return _Failures()
+        return NONE
     rate = float((weights[rows] * data.failures[rows]).sum()) / gpu_hours
-    return _Failures(cost * max(0.0, 1.0 - (se / cost) ** 2), se, rate)
+    shrunk = cost * max(0.0, 1.0 - (se / cost) ** 2)
+    return Slopes(failure_cost_hours=shrunk, failure_cost_se=se, failure_rate=rate)
 
 
 def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameters) -> Scale:
@@ -181,7 +172,7 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
     z = failures_per_hour(data)
     segment = segment_codes(data)
     failures = _failure_term(data, z, log_g, segment, weights, params)
-    y_all = np.log(data.effective_utilization) + failures.cost_hours * np.where(
+    y_all = np.log(data.effective_utilization) + failures.failure_cost_hours * np.where(
         np.isfinite(z), z, 0.0
     )
     terms: list[str] = []
@@ -191,16 +182,14 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
         terms.append("params")
         if _bends(log_n, weights, segment) >= params.min_slope_spread**2:
             terms.append("curvature")
-    tried: list[tuple[str, ...]] = []
-    for first in (terms, [t for t in terms if t != "curvature"]):
-        first = [t for t in first if t in terms]
-        if not first or tuple(first) in tried:
-            continue
-        tried.append(tuple(first))
+    candidates = [terms]
+    if "curvature" in terms:
+        candidates.append([t for t in terms if t != "curvature"])
+    for first in candidates:
         found = _select(first, log_g, log_n, y_all, segment, weights, data, params)
         if found is not None:
             return _scale_of(found, log_n, failures)
-    return Scale(_failures_only(failures)) if failures.cost_hours > 0 else NO_SCALE
+    return Scale(failures) if failures.any else NO_SCALE
 
 
 def _bends(log_n: FloatArray, weights: FloatArray, segment: IntArray) -> float:
@@ -219,14 +208,6 @@ def _bends(log_n: FloatArray, weights: FloatArray, segment: IntArray) -> float:
         return 0.0
     rest = square - line * float((w * line * square).sum()) / denominator
     return float(np.sqrt(np.average(rest**2, weights=w)))
-
-
-def _failures_only(failures: _Failures) -> Slopes:
-    return Slopes(
-        failure_cost_hours=failures.cost_hours,
-        failure_cost_se=failures.cost_se,
-        failure_rate=failures.rate,
-    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,9 +240,7 @@ def _select(
             design.x, y_all[rows], weights[rows], segment[rows], len(design.terms), params
         )
 
-    for _ in range(len(TERMS)):
-        if not terms:
-            return None
+    while terms:  # each round returns or keeps strictly fewer terms
         shared = _design(terms, log_g, log_n, segment, weights, data, params, deviations=False)
         if shared.rows.size < params.min_slope_n:
             return None
@@ -285,7 +264,7 @@ def _select(
     return None
 
 
-def _scale_of(selected: _Selected, log_n: FloatArray, failures: _Failures) -> Scale:
+def _scale_of(selected: _Selected, log_n: FloatArray, failures: Slopes) -> Scale:
     """The shared terms shrunk toward zero by their noise (positive-part James-Stein), and
     each segment's own GPU slope (shared + deviation, the deviation already shrunk by its
     prior)."""
@@ -304,7 +283,7 @@ def _scale_of(selected: _Selected, log_n: FloatArray, failures: _Failures) -> Sc
         fitted_n = log_n[design.rows]
         low, high = float(fitted_n.min()), float(fitted_n.max())
     shared = dataclasses.replace(
-        _failures_only(failures),
+        failures,
         gpus=values.get("gpus", 0.0),
         gpus_se=errors.get("gpus", 0.0),
         params=values.get("params", 0.0),

@@ -38,7 +38,7 @@ import numpy as np
 from service.calibration.model import SegmentFactors, utilization_range
 from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray
-from service.domain.units import SECONDS_PER_HOUR
+from service.domain.units import SECONDS_PER_HOUR, format_count
 
 # A slope beyond this (log-log) is no physics Reckon knows: doubling the GPUs or the model
 # does not double or halve utilization; a fit claiming more is held at it.
@@ -111,10 +111,15 @@ def logs(data: ObservationArrays) -> tuple[FloatArray, FloatArray]:
         return np.log(data.gpus), np.log(data.params)
 
 
+def wall_hours(data: ObservationArrays) -> FloatArray:
+    """Each run's wall time in hours (at least a second)."""
+    result: FloatArray = np.maximum(data.ended_at - data.started_at, 1.0) / SECONDS_PER_HOUR
+    return result
+
+
 def failures_per_hour(data: ObservationArrays) -> FloatArray:
     """Each run's failed segments per wall hour (NaN where not counted)."""
-    hours = np.maximum(data.ended_at - data.started_at, 1.0) / SECONDS_PER_HOUR
-    result: FloatArray = data.failures / hours
+    result: FloatArray = data.failures / wall_hours(data)
     return result
 
 
@@ -360,8 +365,8 @@ def extrapolation(
     said: list[str] = []
     for name, value, low, high, shown in (
         ("GPUs", gpus, entry.gpus_min, entry.gpus_max, _count),
-        ("parameters", params, entry.params_min, entry.params_max, _big),
-        ("tokens", tokens, entry.tokens_min, entry.tokens_max, _big),
+        ("parameters", params, entry.params_min, entry.params_max, format_count),
+        ("tokens", tokens, entry.tokens_min, entry.tokens_max, format_count),
     ):
         if value is None or low is None or high is None:
             continue
@@ -371,11 +376,4 @@ def extrapolation(
 
 
 def _count(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def _big(value: float) -> str:
-    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
-        if value >= size:
-            return f"{value / size:.3g}{suffix}"
     return f"{value:,.0f}"

@@ -90,6 +90,14 @@ def _join(head: str, count: int, unit: str) -> str:
     return head if count == 0 else f"{head} {_plural(count, unit)}"
 
 
+def format_count(value: float) -> str:
+    """A large count as a planner writes it: 7B, 1.4T, 350M (below a million: 12,345)."""
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if value >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:,.0f}"
+
+
 def parse_count(text: str, what: str) -> float:
     """A positive count such as `7e9`, `7000000000`, `7B`, `1.4T` or `350M`."""
     raw = text.strip().replace("_", "")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
 from service.domain.records import Reconciliation, RunningProjection
-from service.domain.units import format_duration
+from service.domain.units import format_count, format_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -153,10 +153,10 @@ def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
         if shared.params_curvature != 0.0:
             ends = ", ".join(
                 f"{100.0 * (2.0 ** _local_slope(shared, log_n) - 1.0):+.1f}% at "
-                f"{_size(math.exp(log_n))}"
+                f"{format_count(math.exp(log_n))}"
                 for log_n in (shared.log_params_low, shared.log_params_high)
             )
-            line += f" at {_size(math.exp(shared.log_params_reference))}, bending: {ends}"
+            line += f" at {format_count(math.exp(shared.log_params_reference))}, bending: {ends}"
         found.append(f"{line}{_span(shared.params_min, shared.params_max)}")
     if shared.failure_cost_hours > 0.0:
         low = max(shared.failure_cost_hours - _Z95 * shared.failure_cost_se, 0.0)
@@ -181,10 +181,3 @@ def _local_slope(entry: SegmentFactors, log_n: float) -> float:
 
 def _span(low: float | None, high: float | None) -> str:
     return "" if low is None or high is None else f", fitted over {low:,.3g}-{high:,.3g}"
-
-
-def _size(value: float) -> str:
-    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
-        if value >= size:
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:,.0f}"
