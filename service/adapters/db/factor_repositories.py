@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from typing import cast
@@ -124,40 +125,9 @@ def _segment_values(factors: SegmentFactors) -> dict[str, object]:
     return fields_of(factors)  # the row's columns are the domain fields
 
 
+_SEGMENT_FIELDS = tuple(field.name for field in dataclasses.fields(SegmentFactors))
+
+
 def _segment(row: SegmentFactorRow) -> SegmentFactors:
-    return SegmentFactors(
-        segment=row.segment,
-        level=cast(Level, row.level),
-        utilization=row.utilization,
-        utilization_p10=row.utilization_p10,
-        utilization_p90=row.utilization_p90,
-        overhead=row.overhead,
-        overhead_p10=row.overhead_p10,
-        overhead_p90=row.overhead_p90,
-        log_sigma=row.log_sigma,
-        n=row.n,
-        n_throughput=row.n_throughput,
-        combined_only=row.combined_only,
-        log_sigma_low=row.log_sigma_low,
-        log_sigma_high=row.log_sigma_high,
-        fallback=row.fallback,
-        gpus_slope=row.gpus_slope,
-        gpus_slope_se=row.gpus_slope_se,
-        log_gpus_reference=row.log_gpus_reference,
-        params_slope=row.params_slope,
-        params_slope_se=row.params_slope_se,
-        log_params_reference=row.log_params_reference,
-        params_curvature=row.params_curvature,
-        params_curvature_se=row.params_curvature_se,
-        log_params_low=row.log_params_low,
-        log_params_high=row.log_params_high,
-        failure_rate=row.failure_rate,
-        failure_cost_hours=row.failure_cost_hours,
-        failure_cost_se=row.failure_cost_se,
-        gpus_min=row.gpus_min,
-        gpus_max=row.gpus_max,
-        params_min=row.params_min,
-        params_max=row.params_max,
-        tokens_min=row.tokens_min,
-        tokens_max=row.tokens_max,
-    )
+    values = {name: getattr(row, name) for name in _SEGMENT_FIELDS}
+    return SegmentFactors(**{**values, "level": cast(Level, row.level)})
