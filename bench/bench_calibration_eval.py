@@ -329,7 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fallbacks = sum(p.fallback for p in pooled)
     lines += [
         "",
-        f"Predictions made with a fallback (raw) segment: {fallbacks} of {len(pooled)}.",
+        f"Predictions made with a fallback (raw or hand baseline) segment: {fallbacks} of "
+        f"{len(pooled)}.",
         "",
         f"Runtime: {time.perf_counter() - began:.0f} s.",
         "",

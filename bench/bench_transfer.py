@@ -301,7 +301,11 @@ def organisation_section(per_seed: dict[int, list[Scored]]) -> list[str]:
     ]  # fmt: skip
     lines += [_row(name, summarise(group)) for name, group in kinds if group]
     fallbacks = sum(s.prediction.fallback for s in pooled)
-    lines += ["", f"Predictions made with a fallback (raw) segment: {fallbacks} of {len(pooled)}."]
+    lines += [
+        "",
+        f"Predictions made with a fallback (raw or hand baseline) segment: {fallbacks} of "
+        f"{len(pooled)}.",
+    ]
     return lines
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
-from service.calibration import scaling
+from service.calibration import by_hand, scaling
 from service.calibration.fit import fit_weighted, recency_weights
 from service.calibration.intervals import Residuals
 from service.calibration.model import (
@@ -83,6 +83,9 @@ class TargetErrors:
     # The factor-set entry used: "gpu/precision[/recompute]", "gpu", "*/precision",
     # "gpu+*/precision" (the two combined, service.calibration.model.combine), "*", "prior".
     keys: tuple[str, ...]
+    # The hand baseline's e for the target: the median observed e of its gpu/precision over
+    # the runs its fit saw (service.calibration.by_hand); NaN where there were none.
+    hand_effective: FloatArray
 
     def residuals(self) -> Residuals:
         """The conformity data service.calibration.intervals calibrates ranges on."""
@@ -113,7 +116,9 @@ def backtest_targets(
     chosen = _targets(data, targets_after, max_targets, by_start)
     if chosen.size == 0:
         empty = np.empty(0)
-        return TargetErrors(np.empty(0, np.intp), empty, np.empty(0, bool), (), empty, empty, ())
+        return TargetErrors(
+            np.empty(0, np.intp), empty, np.empty(0, bool), (), empty, empty, (), empty
+        )
     n_buckets = min(buckets, chosen.size)
     if history_rows is not None:
         # No bucket sees more history than what ended before the latest target started.
@@ -129,6 +134,7 @@ def backtest_targets(
     keys: list[str] = []
     lows: list[FloatArray] = []
     highs: list[FloatArray] = []
+    hands: list[FloatArray] = []
     for bucket in cut:
         cutoff = float(data.started_at[bucket].min())
         history = np.flatnonzero(data.ended_at < cutoff)
@@ -141,6 +147,7 @@ def backtest_targets(
         keys.extend(scored.keys)
         lows.append(scored.sigma_low)
         highs.append(scored.sigma_high)
+        hands.append(by_hand.hand_effective(data, history, bucket))
     return TargetErrors(
         np.concatenate(rows),
         np.concatenate(ratios),
@@ -149,6 +156,7 @@ def backtest_targets(
         np.concatenate(lows),
         np.concatenate(highs),
         tuple(keys),
+        np.concatenate(hands),
     )
 
 
@@ -305,6 +313,7 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
         low_t,
         high_t,
         tuple(key_of[i] for i in which.tolist()),
+        np.full(len(targets), np.nan),
     )
 
 

@@ -101,7 +101,8 @@ class SegmentFactors:
     model's predictive σ of log wall time; `log_sigma_low`/`log_sigma_high` the calibrated
     σ below/above the median; `n` counts observations, `n_throughput` those with
     throughput; `combined_only` means u came from the parent level; `fallback` means the
-    calibrated factors backtested worse than raw, so estimates use the raw factors."""
+    calibrated factors backtested worse than a baseline, so estimates use that baseline: the
+    raw factors, or with `by_hand` the stored hand baseline."""
 
     segment: str
     level: Level
@@ -118,6 +119,9 @@ class SegmentFactors:
     log_sigma_low: float
     log_sigma_high: float
     fallback: bool = False
+    # With `fallback`: the factors are the hand baseline (service.calibration.by_hand, the
+    # median observed e of the key's runs), served as stored; without it, raw.
+    by_hand: bool = False
     # Scale (service.calibration.scaling): the levels are at the reference GPU count and
     # parameter count (logs); slopes of log utilization on their logs, 0 where unsupported.
     gpus_slope: float = 0.0
@@ -319,9 +323,10 @@ def choose(
 ) -> SegmentFactors:
     """What a calibrated estimate uses: `lookup`'s entry, except that a segment that fell
     back to raw (calibration backtested worse than raw there) gets the planner's
-    `requested` factors, with the stored (prior-wide) spread and the fallback flag kept."""
+    `requested` factors, with the stored (prior-wide) spread and the fallback flag kept; one
+    that fell back to the hand baseline is served as stored."""
     chosen = lookup(factors, gpu, precision, recompute)
-    if not chosen.fallback:
+    if not chosen.fallback or chosen.by_hand:
         return chosen
     u, f = requested.utilization, clamp_overhead(requested.overhead)
     spread_u = chosen.utilization / chosen.utilization_p10

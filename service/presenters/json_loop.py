@@ -12,6 +12,7 @@ from service.presenters.json_views import JSON, iso_time
 from service.presenters.wording import (
     NO_FACTOR_SET,
     accuracy_configuration_note,
+    fallback_to,
     is_thin,
     not_fallen_back_note,
 )
@@ -86,7 +87,11 @@ def outcome_view(outcome: PassOutcome) -> JSON:
 
 
 def segment_view(factors: SegmentFactors) -> JSON:
-    return {**fields_of(factors), "effective": factors.effective}
+    return {
+        **fields_of(factors),
+        "effective": factors.effective,
+        "fallback_to": fallback_to(factors),
+    }
 
 
 def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
@@ -198,6 +203,7 @@ def scores_pair_view(pair: ScorePair) -> JSON:
         "raw": fields_of(pair.raw),
         "calibrated": fields_of(pair.calibrated),
         "calibrated_worse": pair.calibrated_worse,
+        "by_hand": None if pair.by_hand is None else fields_of(pair.by_hand),
     }
 
 
@@ -211,6 +217,7 @@ def accuracy_view(accuracy: Accuracy) -> JSON:
                 "group": group.group,
                 **scores_pair_view(group.scores),
                 "fallback": group.fallback,
+                "fallback_to": group.fallback_to,
                 "note": None
                 if group.not_fallen_back is None
                 else not_fallen_back_note(group.not_fallen_back),

@@ -12,7 +12,12 @@ from service.domain.inputs import ESTIMATE_INPUTS
 from service.domain.records import Reconciliation, RunningProjection, SavedEstimate
 from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
-from service.presenters.wording import configuration_note, projected_finish, running_line
+from service.presenters.wording import (
+    configuration_note,
+    fallback_to,
+    projected_finish,
+    running_line,
+)
 
 if TYPE_CHECKING:
     from service.calibration.calibrated import Calibrated
@@ -99,6 +104,7 @@ def plan_answer_view(answer: PlanAnswer) -> JSON:
         "factor_source": wall.factors.level,
         "factor_segment": wall.factors.segment,
         "fallback": wall.factors.fallback,
+        "fallback_to": fallback_to(wall.factors),
         "extrapolated": list(wall.extrapolated),
     }
 
@@ -247,6 +253,7 @@ def calibrated_view(result: Calibrated) -> JSON:
         "factor_n": factors.n,
         "combined_only": factors.combined_only,
         "fallback": factors.fallback,
+        "fallback_to": fallback_to(factors),
         "extrapolated": list(result.extrapolated),
     }
 

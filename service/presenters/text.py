@@ -12,9 +12,11 @@ from service.domain.records import Reconciliation, RunningProjection, SavedEstim
 from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
 from service.presenters.wording import (
+    FELL_BACK,
     NO_FACTOR_SET,
     accuracy_configuration_note,
     configuration_note,
+    fell_back_note,
     is_thin,
     not_fallen_back_note,
     projected_finish,
@@ -119,7 +121,7 @@ def plan_answer_text(answer: PlanAnswer) -> str:
         f"the deadline)\n  P10 / P50 / P90  {format_duration(wall.interval.p10)} / "
         f"{format_duration(wall.interval.p50)} / {format_duration(wall.interval.p90)}\n"
         f"  factors from     {source}, {wall.factors.level} level '{wall.factors.segment}'"
-        + (" (fell back to raw: calibration did not beat it here)" if wall.factors.fallback else "")
+        + fell_back_note(wall.factors)
         + (f"\n{extrapolated_line(wall.extrapolated)}" if wall.extrapolated else "")
     )
 
@@ -289,8 +291,7 @@ def factors_text(answer: FactorsAnswer) -> str:
             note += " thin (its range is at least its parent's)"
         if item.utilization_p90 >= 1.0:
             note += " utilization range capped at 1 (the chip's peak)"
-        if item.fallback:
-            note += " fell back to raw (calibration did not beat it)"
+        note += fell_back_note(item)
         lines.append(
             f"{item.segment:<26} {item.level:<9} {utilization:<24} {overhead:<22} {item.n:>5}{note}"
         )
@@ -308,10 +309,13 @@ def accuracy_text(accuracy: Accuracy) -> str:
     if accuracy.retrospective.raw.n:
         rows.append(("imported runs (apart)", accuracy.retrospective, None))
     for name, scores, group in rows:
-        for kind, s in (("raw", scores.raw), ("calibrated", scores.calibrated)):
+        kinds = [("raw", scores.raw), ("calibrated", scores.calibrated)]
+        if scores.by_hand is not None and scores.by_hand.n:
+            kinds.append(("by hand", scores.by_hand))
+        for kind, s in kinds:
             note = ""
             if kind == "calibrated" and group is not None and group.fallback:
-                note = "  fell back to raw: calibration did not beat it here"
+                note = f"  {FELL_BACK[group.fallback_to or 'raw']}"
             elif kind == "calibrated" and scores.calibrated_worse:
                 why = None if group is None else group.not_fallen_back
                 note = f"  {'worse than raw' if why is None else not_fallen_back_note(why)}"

@@ -20,6 +20,28 @@ _Z95 = 1.6448536269514722  # a two-sided 90% range: ±1.645 standard errors
 NO_FACTOR_SET = "no factor set yet: calibrated estimates use the published prior"
 
 
+FELL_BACK = {
+    "raw": "fell back to raw: calibration did not beat it here",
+    "by_hand": (
+        "fell back to the hand baseline (the median observed factor of its runs): "
+        "calibration did not beat it here"
+    ),
+}
+
+
+def fallback_to(entry: SegmentFactors) -> str | None:
+    """What a fallen-back entry serves ("raw" or "by_hand"); None when it did not fall back."""
+    if not entry.fallback:
+        return None
+    return "by_hand" if entry.by_hand else "raw"
+
+
+def fell_back_note(entry: SegmentFactors) -> str:
+    """ " (fell back to ...)" after a fallen-back entry's name; "" otherwise."""
+    kind = fallback_to(entry)
+    return "" if kind is None else f" ({FELL_BACK[kind]})"
+
+
 def not_fallen_back_note(seen: NotFallenBack) -> str:
     """Why a segment that looks worse calibrated still serves its calibrated factors."""
     if seen.worse is None:

@@ -19,6 +19,7 @@ import numpy as np
 from service.calibration import backtest, fit, gate
 from service.calibration.model import FactorSet, FitParameters, Prior
 from service.calibration.observations import ObservationArrays
+from service.calibration.robust import FloatArray
 from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
 from service.domain.errors import InputError
 from service.domain.records import Reconciliation
@@ -64,16 +65,22 @@ def accuracy(
     retrospective = [item for item in everything if item.kind == "retrospective"]
     raw = {item.estimate_id: _raw_point(item) for item in everything}
     calibrated: dict[str, _Point] = {}
+    hand: dict[str, _Point] = {}
     evidence: dict[str, gate.Evidence] = {}
     if len(data):
         detail = backtest.backtest_targets(
             data, since, prior, params, max_targets=MAX_CALIBRATED_TARGETS
         )
         evidence = _evidence(data, detail, params)
-        for row, log_ratio, inside in zip(
-            detail.rows.tolist(), detail.log_ratio.tolist(), detail.inside.tolist(), strict=True
+        for row, log_ratio, inside, hand_ratio in zip(
+            detail.rows.tolist(),
+            detail.log_ratio.tolist(),
+            detail.inside.tolist(),
+            _hand_log_ratio(data, detail).tolist(),
+            strict=True,
         ):
             calibrated[estimate_ids[row]] = _Point(log_ratio, bool(inside))
+            hand[estimate_ids[row]] = _Point(hand_ratio, None)
     key = GROUPINGS[by] if by is not None else None
     groups: dict[str, list[Reconciliation]] = defaultdict(list)
     if key is not None:
@@ -82,15 +89,24 @@ def accuracy(
     return Accuracy(
         by=by,
         since=since,
-        overall=_pair(history, raw, calibrated),
+        overall=_pair(history, raw, calibrated, hand),
         groups=tuple(
-            _group(name, _pair(items, raw, calibrated), _fallback(active, by, name), evidence)
+            _group(name, _pair(items, raw, calibrated, hand), _fallback(active, by, name), evidence)
             for name, items in sorted(groups.items())
         ),
-        retrospective=_pair(retrospective, raw, calibrated),
+        retrospective=_pair(retrospective, raw, calibrated, hand),
         config_differs=sum(1 for item in history if item.config_check == CONFIG_DIFFERS),
         config_from_plan=sum(1 for item in history if item.config_check == CONFIG_FROM_PLAN),
     )
+
+
+def _hand_log_ratio(data: ObservationArrays, detail: backtest.TargetErrors) -> FloatArray:
+    """Per backtest target, log(predicted/observed wall) of the hand baseline (the defaults
+    where its gpu/precision had no earlier run)."""
+    default = Factors()
+    hand = np.nan_to_num(detail.hand_effective, nan=default.utilization * (1 - default.overhead))
+    result: FloatArray = np.log(data.effective_utilization[detail.rows]) - np.log(hand)
+    return result
 
 
 def _evidence(
@@ -112,10 +128,14 @@ def _evidence(
 
 
 def _group(
-    name: str, scores: ScorePair, fallback: bool | None, evidence: dict[str, gate.Evidence]
+    name: str,
+    scores: ScorePair,
+    fallen: tuple[bool | None, str | None],
+    evidence: dict[str, gate.Evidence],
 ) -> AccuracyGroup:
     """A group's row; where calibrated looks worse and the segment did not fall back, the
     gate's evidence for that key says why (service.calibration.gate)."""
+    fallback, fallback_to = fallen
     why = None
     if scores.calibrated_worse and not fallback and name in evidence:
         seen = evidence[name]
@@ -130,7 +150,7 @@ def _group(
             min_targets=gate.THIN_MIN_TARGETS,
             confidence=gate.WORSE_CONFIDENCE,
         )
-    return AccuracyGroup(name, scores, fallback, why)
+    return AccuracyGroup(name, scores, fallback, why, fallback_to)
 
 
 def _raw_point(item: Reconciliation) -> _Point:
@@ -141,7 +161,10 @@ def _raw_point(item: Reconciliation) -> _Point:
 
 
 def _pair(
-    items: list[Reconciliation], raw: dict[str, _Point], calibrated: dict[str, _Point]
+    items: list[Reconciliation],
+    raw: dict[str, _Point],
+    calibrated: dict[str, _Point],
+    hand: dict[str, _Point],
 ) -> ScorePair:
     ids = [item.estimate_id for item in items]
     raw_scores = _scores(raw[i] for i in ids)
@@ -151,17 +174,22 @@ def _pair(
         and calibrated_scores.median_ape is not None
         and calibrated_scores.median_ape > raw_scores.median_ape
     )
-    return ScorePair(raw_scores, calibrated_scores, worse)
+    return ScorePair(
+        raw_scores, calibrated_scores, worse, _scores(hand[i] for i in ids if i in hand)
+    )
 
 
-def _fallback(active: FactorSet | None, by: str | None, group: str) -> bool | None:
-    """Whether the active set's entry for this gpu or gpu/precision[/recompute] fell back."""
+def _fallback(
+    active: FactorSet | None, by: str | None, group: str
+) -> tuple[bool | None, str | None]:
+    """Whether the active set's entry for this gpu or gpu/precision[/recompute] fell back,
+    and to what ("raw" or "by_hand")."""
     if by not in ("gpu_type", "segment"):
-        return None
-    if active is None:
-        return False
-    entry = active.segments.get(group)
-    return entry is not None and entry.fallback
+        return None, None
+    entry = None if active is None else active.segments.get(group)
+    if entry is None or not entry.fallback:
+        return False, None
+    return True, "by_hand" if entry.by_hand else "raw"
 
 
 def _scores(points: Iterable[_Point]) -> Scores:

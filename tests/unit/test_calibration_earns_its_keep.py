@@ -123,10 +123,11 @@ def test_a_factor_set_that_backtests_worse_than_raw_is_not_activated() -> None:
 
     assert verdict.raw.median_ape is not None and verdict.candidate.median_ape is not None
     assert verdict.candidate.median_ape > verdict.raw.median_ape
-    # What may be activated is raw everywhere, flagged: no calibrated segment goes live.
+    # What may be activated is a baseline everywhere (raw, or the hand baseline, which is as
+    # close here), flagged: no calibrated segment goes live.
     live = [entry for key, entry in verdict.segments.items() if key != "prior"]
     assert live and all(entry.fallback for entry in live)
-    assert all(entry.effective == pytest.approx(0.4) for entry in live)
+    assert all(entry.effective == pytest.approx(0.4, rel=0.03) for entry in live)
 
 
 def test_the_active_set_is_compared_only_once_it_has_predicted_five_runs_blind() -> None:
@@ -143,6 +144,9 @@ def test_the_active_set_is_compared_only_once_it_has_predicted_five_runs_blind()
     def verdict(blind: int) -> gate.Assessment:
         made = (T0 + timedelta(days=20 - blind - 0.5)).timestamp()
         detail = backtest.backtest_targets(data, None, PRIOR, params, by_start=True, split_at=made)
+        # Noiseless runs make the hand baseline exact too; without it (as if no earlier runs:
+        # raw), only the comparison with the active set is under test.
+        detail = replace(detail, hand_effective=np.full(detail.rows.size, np.nan))
         return gate.assess(data, fitted, detail, PRIOR, params, active, made)
 
     few, enough = verdict(3), verdict(8)
@@ -192,8 +196,12 @@ def test_a_segment_where_calibration_loses_to_raw_falls_back_and_says_so() -> No
 
     assert "h100-sxm/bf16" in verdict.fallbacks
     assert verdict.segments["h100-sxm/bf16"].fallback
-    assert verdict.segments["h100-sxm/bf16"].effective == pytest.approx(0.4)
-    assert not verdict.segments["mi300x/bf16"].fallback
+    # Raw, or the hand baseline (the median of the two regimes) where it did better: both
+    # sit between the regimes.
+    assert verdict.segments["h100-sxm/bf16"].effective == pytest.approx(0.4, rel=0.05)
+    # mi300x's steady runs are served at their level (calibrated, or the hand baseline,
+    # which is as close on steady runs).
+    assert verdict.segments["mi300x/bf16"].effective == pytest.approx(0.225, rel=0.05)
 
 
 def test_a_segment_is_judged_on_its_own_runs_once_it_has_enough_of_them() -> None:

@@ -288,6 +288,8 @@ class SegmentFactorRow(Base):
     log_sigma_low: Mapped[float] = mapped_column(Double)
     log_sigma_high: Mapped[float] = mapped_column(Double)
     fallback: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # The fallback is the hand baseline, stored as the factors (0016; calibration.by_hand).
+    by_hand: Mapped[bool] = mapped_column(Boolean, server_default=false())
     # Scale slopes and the ranges of the runs fitted on (0011; service.calibration.scaling).
     gpus_slope: Mapped[float] = mapped_column(Double, server_default="0")
     gpus_slope_se: Mapped[float] = mapped_column(Double, server_default="0")

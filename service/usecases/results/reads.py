@@ -82,6 +82,9 @@ class ScorePair:
     raw: Scores
     calibrated: Scores
     calibrated_worse: bool
+    # The hand baseline on the same targets as calibrated (the median observed factor of the
+    # run's gpu/precision over the runs ended before it; service.calibration.by_hand).
+    by_hand: Scores | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class AccuracyGroup:
     scores: ScorePair
     fallback: bool | None  # None: the grouping is not by GPU or segment
     not_fallen_back: NotFallenBack | None = None
+    fallback_to: str | None = None  # "raw" or "by_hand" where it fell back
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""The hand baseline (`by_hand`, docs/calibration.md "The gate"): what a team computes without
+Reckon, the median observed effective utilization e = u·(1−f) of the target's gpu/precision
+over the runs it could have looked at (the uncalibrated default where there are none). The
+gate scores it beside raw and falls a segment back to it where it beats calibration. Pure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from service.calibration.model import (
+    ALL_KEY,
+    Z90,
+    Prior,
+    SegmentFactors,
+    raw_factors,
+)
+from service.calibration.observations import ObservationArrays
+from service.calibration.robust import BoolArray, FloatArray, IntArray
+from service.domain.values import Factors
+
+MIN_SIGMA = 0.03  # a hand entry's σ of log wall time is never narrower than this
+MIN_SPREAD_TARGETS = 10  # hand residuals below which an entry keeps the prior's spread
+
+
+def segment_codes(data: ObservationArrays) -> IntArray:
+    """One code per gpu/precision (recompute ignored: a team's median does not split it)."""
+    codes: IntArray = data.gpu * len(data.precision_names) + data.precision
+    return codes
+
+
+def hand_effective(data: ObservationArrays, history: IntArray, targets: IntArray) -> FloatArray:
+    """Per target row: the median e of its gpu/precision over the `history` rows; NaN where
+    the history holds none."""
+    codes = segment_codes(data)
+    target_codes = codes[targets]
+    history_codes = codes[history]
+    result = np.full(targets.size, np.nan)
+    for code in np.unique(target_codes).tolist():
+        members = history[history_codes == code]
+        if members.size:
+            result[target_codes == code] = float(np.median(data.effective_utilization[members]))
+    return result
+
+
+def key_rows(data: ObservationArrays, key: str) -> BoolArray:
+    """Rows that belong to a factor-set key: "*", "gpu", "*/precision", "gpu/precision",
+    "gpu/precision/recompute"."""
+    if key == ALL_KEY:
+        return np.ones(len(data), dtype=bool)
+    parts = key.split("/")
+    mask = np.ones(len(data), dtype=bool)
+    if parts[0] != ALL_KEY:
+        mask &= _matches(data.gpu, data.gpu_names, parts[0])
+    if len(parts) > 1:
+        mask &= _matches(data.precision, data.precision_names, parts[1])
+    if len(parts) > 2:
+        mask &= _matches(data.recompute, data.recompute_names, parts[2])
+    return mask
+
+
+def _matches(codes: IntArray, names: tuple[str | None, ...], name: str) -> BoolArray:
+    if name not in names:
+        return np.zeros(codes.size, dtype=bool)
+    result: BoolArray = codes == names.index(name)
+    return result
+
+
+def hand_entry(
+    entry: SegmentFactors,
+    data: ObservationArrays,
+    residuals: FloatArray,
+    prior: Prior,
+    raw: Factors,
+) -> SegmentFactors:
+    """`entry` fallen back to the hand baseline: e is the median observed e of the key's runs
+    in `data` (u = e at raw's overhead), its σ below/above from the 10th/90th percentiles of
+    the baseline's backtest `residuals` (log predicted/observed wall) where there are enough,
+    else the prior's. Served as it is: no scale slopes."""
+    rows = key_rows(data, entry.segment)
+    if not rows.any():
+        return raw_entry(entry, raw, prior)
+    effective = float(np.median(data.effective_utilization[rows]))
+    hand = Factors(utilization=min(effective / (1.0 - raw.overhead), 1.0), overhead=raw.overhead)
+    base = raw_factors(entry.segment, entry.level, hand, prior)
+    low = high = prior.log_sigma
+    if residuals.size >= MIN_SPREAD_TARGETS:
+        low = max(float(np.quantile(residuals, 0.9)), MIN_SIGMA * Z90) / Z90
+        high = max(-float(np.quantile(residuals, 0.1)), MIN_SIGMA * Z90) / Z90
+    spread = math.exp(Z90 * max(low, high))
+    return replace(
+        base,
+        utilization_p10=min(hand.utilization / spread, 1.0),
+        utilization_p90=min(hand.utilization * spread, 1.0),
+        log_sigma=max(low, high),
+        log_sigma_low=low,
+        log_sigma_high=high,
+        n=entry.n,
+        n_throughput=entry.n_throughput,
+        combined_only=entry.combined_only,
+        fallback=True,
+        by_hand=True,
+    )
+
+
+def raw_entry(entry: SegmentFactors, raw: Factors, prior: Prior) -> SegmentFactors:
+    """`entry` fallen back to raw: the raw factors at the prior's wide spread."""
+    return replace(
+        raw_factors(entry.segment, entry.level, raw, prior),
+        n=entry.n,
+        n_throughput=entry.n_throughput,
+        combined_only=entry.combined_only,
+        fallback=True,
+    )
