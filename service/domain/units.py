@@ -59,8 +59,9 @@ def parse_duration_seconds(text: str) -> float:
     return seconds
 
 
-def _plural(count: int, unit: str) -> str:
-    return f"{count} {unit}" if count == 1 else f"{count} {unit}s"
+def counted(count: int, noun: str) -> str:
+    """ "1 run", "2 runs", "10,387 days": a count with its noun, thousands separated."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def format_duration(seconds: float) -> str:
@@ -76,18 +77,18 @@ def format_duration(seconds: float) -> str:
         return "-" + format_duration(-seconds)
     if round(seconds / SECONDS_PER_HOUR) >= 24:
         days, hours = divmod(round(seconds / SECONDS_PER_HOUR), 24)
-        return _join(_plural(days, "day"), hours, "hour")
+        return _join(counted(days, "day"), hours, "hour")
     if round(seconds / SECONDS_PER_MINUTE) >= 60:
         hours, minutes = divmod(round(seconds / SECONDS_PER_MINUTE), 60)
-        return _join(_plural(hours, "hour"), minutes, "minute")
+        return _join(counted(hours, "hour"), minutes, "minute")
     if round(seconds) >= 60:
         minutes, secs = divmod(round(seconds), 60)
-        return _join(_plural(minutes, "minute"), secs, "second")
-    return _plural(round(seconds), "second")
+        return _join(counted(minutes, "minute"), secs, "second")
+    return counted(round(seconds), "second")
 
 
 def _join(head: str, count: int, unit: str) -> str:
-    return head if count == 0 else f"{head} {_plural(count, unit)}"
+    return head if count == 0 else f"{head} {counted(count, unit)}"
 
 
 def format_count(value: float) -> str:

@@ -3,25 +3,15 @@ that a reader needs is here too; the JSON views (json_views.py) stay the full re
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from service.domain.comparison import human_line
 from service.domain.hardware import PRECISIONS, GpuSpec
-from service.domain.records import Reconciliation, RunningProjection, SavedEstimate, SchemaStatus
+from service.domain.records import SavedEstimate, SchemaStatus
 from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
 from service.presenters.wording import (
-    FELL_BACK,
-    NO_FACTOR_SET,
-    accuracy_configuration_note,
-    configuration_note,
     fell_back_note,
-    is_thin,
-    not_fallen_back_note,
-    projected_finish,
-    running_line,
-    slope_lines,
 )
 
 if TYPE_CHECKING:
@@ -32,14 +22,6 @@ if TYPE_CHECKING:
         SavedAnswer,
         Sensitivity,
         Unlinked,
-    )
-    from service.usecases.results.loop import ImportOutcome, PassOutcome
-    from service.usecases.results.reads import (
-        Accuracy,
-        AccuracyGroup,
-        FactorHistory,
-        FactorsAnswer,
-        ScorePair,
     )
 
 
@@ -171,19 +153,20 @@ def hardware_text(specs: list[GpuSpec]) -> str:
 
 
 def estimates_text(saved: list[SavedEstimate]) -> str:
-    lines = [f"{'id':<17} {'created (UTC)':<17} {'kind':<9} {'hardware':<22} predicted"]
+    width = min(max([len("label"), *(len(item.label or "") for item in saved)]), 32)
+    head = f"{'id':<17} {'created (UTC)':<17} {'kind':<9} {'hardware':<22}"
+    lines = [f"{head} {'label':<{width}} predicted"]
     for item in saved:
-        hardware = f"{item.gpus} x {item.gpu} {item.precision}"
-        interval = item.interval
+        hardware, interval = f"{item.gpus} x {item.gpu} {item.precision}", item.interval
         spread = (
             ""
             if interval is None
             else f" (P10-P90 {format_duration(interval.p10)} - {format_duration(interval.p90)})"
         )
+        label = (item.label or "-")[:width]
         lines.append(
             f"{item.id:<17} {item.created_at:%Y-%m-%d %H:%M} {item.kind:<9} {hardware:<22} "
-            f"{format_duration(item.predicted_wall_seconds)}{spread}"
-            + (f"  {item.label}" if item.label else "")
+            f"{label:<{width}} {format_duration(item.predicted_wall_seconds)}{spread}"
         )
     return "\n".join(lines)
 
@@ -217,172 +200,9 @@ def detail_text(detail: EstimateDetail) -> str:
     return "\n".join(lines)
 
 
-def outcome_text(outcome: PassOutcome) -> str:
-    lines = [outcome.summary]
-    for reason, count in sorted(Counter(skip.reason for skip in outcome.skipped).items()):
-        lines.append(f"  skipped {count} x {reason}")
-    for item in outcome.reconciled[:20]:
-        lines.append(
-            f"  {item.estimate_id}: {human_line(item.predicted_seconds, item.observed_seconds)}"
-        )
-    return "\n".join(lines)
-
-
-def history_text(rows: list[Reconciliation]) -> str:
-    if not rows:
-        return "no reconciled estimates yet; run `reckon reconcile`"
-    lines = []
-    for row in rows:
-        factors = ""
-        if row.implied_utilization is not None and row.implied_overhead is not None:
-            factors = f" (u {row.implied_utilization:.2f}, overhead {row.implied_overhead:.0%})"
-        elif row.implied_effective_utilization is not None:
-            factors = f" (effective u x (1-f) {row.implied_effective_utilization:.2f})"
-        kind = row.kind if row.kind != "computed" else None
-        extra = "".join(
-            f" [{part}]" for part in (kind, row.profile, row.note, configuration_note(row)) if part
-        )
-        label = "" if row.label is None else f" {row.label!r}"
-        lines.append(
-            f"{row.estimate_id}{label} {row.gpu}/{row.precision}: "
-            f"{human_line(row.predicted_seconds, row.observed_seconds)}"
-            f" (observed/predicted {row.ratio:.3f}){factors}{extra}"
-        )
-    return "\n".join(lines)
-
-
-def running_text(items: list[RunningProjection]) -> str:
-    if not items:
-        return "no linked runs are running"
-    lines = []
-    for item in items:
-        finish = projected_finish(item)
-        lines.append(
-            f"{item.run_id} (estimate {item.estimate_id}): {running_line(item)}"
-            + ("" if finish is None else f"; projected to finish {finish:%Y-%m-%d %H:%M} UTC")
-        )
-    return "\n".join(lines)
-
-
-def factors_text(answer: FactorsAnswer) -> str:
-    chosen = answer.factor_set
-    if chosen is None:
-        lines = [NO_FACTOR_SET]
-        segments = list(answer.prior_segments)
-    else:
-        state = "active" if chosen.version == answer.active_version else "inactive"
-        lines = [
-            f"factor set {chosen.version} ({state}), from "
-            f"{chosen.reconciliation_count} reconciliations; backtest median APE "
-            f"{_pct(chosen.backtest_score)} vs {_pct(chosen.baseline_score)}"
-        ]
-        segments = list(chosen.segments.values())
-    lines.append(
-        f"{'segment':<26} {'level':<9} {'utilization (P10-P90)':<24} "
-        f"{'overhead (P10-P90)':<22} {'n':>5}"
-    )
-    for item in segments:
-        utilization = (
-            f"{item.utilization:.3f} ({item.utilization_p10:.2f}-{item.utilization_p90:.2f})"
-        )
-        overhead = f"{item.overhead:.1%} ({item.overhead_p10:.0%}-{item.overhead_p90:.0%})"
-        note = " combined only" if item.combined_only else ""
-        if chosen is not None and is_thin(item, chosen):
-            note += " thin (its range is at least its parent's)"
-        if item.utilization_p90 >= 1.0:
-            note += " utilization range capped at 1 (the chip's peak)"
-        note += fell_back_note(item)
-        lines.append(
-            f"{item.segment:<26} {item.level:<9} {utilization:<24} {overhead:<22} {item.n:>5}{note}"
-        )
-    lines += [f"scale: {line}" for line in slope_lines(segments)]
-    return "\n".join(lines)
-
-
-def accuracy_text(accuracy: Accuracy) -> str:
-    lines = [
-        f"{'group':<22} {'':<11} {'n':>5} {'median APE':>11} {'MAPE':>8} {'bias':>8} "
-        f"{'coverage':>9}"
-    ]
-    rows: list[tuple[str, ScorePair, AccuracyGroup | None]] = [("all", accuracy.overall, None)]
-    rows += [(group.group, group.scores, group) for group in accuracy.groups]
-    if accuracy.retrospective.raw.n:
-        rows.append(("imported runs (apart)", accuracy.retrospective, None))
-    for name, scores, group in rows:
-        kinds = [("raw", scores.raw), ("calibrated", scores.calibrated)]
-        if scores.by_hand is not None and scores.by_hand.n:
-            kinds.append(("by hand", scores.by_hand))
-        for kind, s in kinds:
-            note = ""
-            if kind == "calibrated" and group is not None and group.fallback:
-                note = f"  {FELL_BACK[group.fallback_to or 'raw']}"
-            elif kind == "calibrated" and scores.calibrated_worse:
-                why = None if group is None else group.not_fallen_back
-                note = f"  {'worse than raw' if why is None else not_fallen_back_note(why)}"
-            lines.append(
-                f"{name:<22} {kind:<11} {s.n:>5} {_num(s.median_ape, '%'):>11} "
-                f"{_num(s.mape, '%'):>8} {_num(s.bias, '%', signed=True):>8} "
-                f"{_num(None if s.coverage is None else 100 * s.coverage, '%'):>9}{note}"
-            )
-    configuration = accuracy_configuration_note(accuracy)
-    if configuration is not None:
-        lines += ["", configuration]
-    return "\n".join(lines)
-
-
 def schema_text(status: SchemaStatus) -> str:
     state = "up to date" if status.up_to_date else "out of date: run `reckon db upgrade`"
     return f"{status.database}: revision {status.current or 'none'} (head {status.head}), {state}"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}%"
-
-
-def _num(value: float | None, unit: str, *, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.1f}{unit}" if signed else f"{value:.1f}{unit}"
-
-
-def sets_text(history: FactorHistory) -> str:
-    """`reckon factors list`: one line per factor set, the active one marked."""
-    if not history.sets:
-        return "no factor sets yet: the first pass with reconciled runs makes one"
-    lines = [
-        f"{'version':>7}  {'created (UTC)':<16}  {'state':<8} {'backtest':>9} "
-        f"{'baseline':>9} {'n':>6}  activated"
-    ]
-    for item in history.sets:
-        state = "active" if item.version == history.active_version else ""
-        activated = "-" if item.activated_at is None else f"{item.activated_at:%Y-%m-%d %H:%M}"
-        lines.append(
-            f"{item.version:>7}  {item.created_at:%Y-%m-%d %H:%M}  {state:<8} "
-            f"{_pct(item.backtest_score):>9} {_pct(item.baseline_score):>9} "
-            f"{item.reconciliation_count:>6}  {activated}" + (" (forced)" if item.forced else "")
-        )
-    return "\n".join(lines)
-
-
-def import_text(outcome: ImportOutcome) -> str:
-    verb = "would import" if outcome.dry_run else "imported"
-    lines = [
-        f"{outcome.runs_seen} finished runs seen, {verb} {len(outcome.imported)}, "
-        f"skipped {len(outcome.skipped)}"
-        + ("" if outcome.dry_run else f"; {outcome.reconciled} reconciled")
-    ]
-    for reason, count in sorted(Counter(skip.reason for skip in outcome.skipped).items()):
-        lines.append(f"  skipped {count} x {reason}")
-    for item in outcome.imported[:20]:
-        lines.append(
-            f"  {item.run_id}: {item.gpus} x {item.gpu} {item.precision}"
-            f" ({item.profile or 'no profile'}), retrospective prediction "
-            f"{format_duration(item.predicted_seconds)}"
-            + ("" if item.estimate_id is None else f" as estimate {item.estimate_id}")
-        )
-    if outcome.pass_status == "locked":
-        lines.append("another pass holds the lock: the next pass reconciles these estimates")
-    return "\n".join(lines)
 
 
 def unlinked_text(done: Unlinked) -> str:

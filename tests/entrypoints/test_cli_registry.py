@@ -167,7 +167,11 @@ def test_postgres_refuses_an_out_of_date_schema_until_db_upgrade(
         assert serve.returncode == 5 and "reckon db upgrade" in serve.stderr
         assert "Traceback" not in serve.stderr
 
+        code, out, _ = run(capsys, "db", "current")
+        assert code == 1 and "out of date: run `reckon db upgrade`" in out
         assert run(capsys, "db", "upgrade")[0] == 0
+        code, out, _ = run(capsys, "db", "current")
+        assert code == 0 and out.rstrip().endswith("up to date")
         code, out, _ = run(capsys, "estimate", *SEED_ARGS, "--save", "--json")
         assert code == 0
         saved = json.loads(out)

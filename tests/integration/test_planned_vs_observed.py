@@ -22,7 +22,7 @@ from service.domain.configuration import CONFIG_DIFFERS
 from service.domain.hardware import Catalog
 from service.domain.inputs import RawInputs
 from service.domain.records import SavedEstimate
-from service.presenters import json_views, text
+from service.presenters import json_views, text_loop
 from service.usecases import registry
 from service.usecases.launch import configuration_tags
 from service.usecases.nightly.passes import PassOptions, run_pass
@@ -82,7 +82,7 @@ def test_an_hf_run_on_half_the_planned_processes_is_judged_at_what_ran(
     with SqlUnitOfWork(engine) as uow:
         [stored] = uow.reconciliations.history()
     assert stored == item  # kept as judged
-    line = text.history_text([stored])
+    line = text_loop.history_text([stored])
     assert "config_differs: planned 4 GPUs, 245,760 tokens, fp32" in line
     assert "observed 2 GPUs, 122,880 tokens, fp32" in line
     view = json_views.reconciliation_view(stored)["configuration"]

@@ -12,7 +12,7 @@ from service.calibration.fit import fit
 from service.calibration.model import FactorSet, FitParameters, SegmentFactors
 from service.calibration.observations import Observation
 from service.presenters.json_loop import factors_view
-from service.presenters.text import factors_text
+from service.presenters.text_loop import factors_text
 from service.usecases.results.reads import FactorsAnswer
 from tests.unit.test_calibration_earns_its_keep import PRIOR, a_run
 

@@ -16,7 +16,7 @@ from service.calibration.model import FactorSet, FitParameters, Prior, choose
 from service.calibration.observations import Observation, ObservationArrays
 from service.domain.values import Factors
 from service.presenters.json_loop import factors_view
-from service.presenters.text import factors_text
+from service.presenters.text_loop import factors_text
 from service.usecases.results.reads import FactorsAnswer
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

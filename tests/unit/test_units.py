@@ -194,3 +194,14 @@ def test_since_takes_a_duration_back_from_now_wherever_a_date_is_taken() -> None
 def test_since_that_is_neither_a_date_nor_a_duration_is_one_clear_error(text: str) -> None:
     with pytest.raises(InputError, match="YYYY-MM-DD, an ISO 8601 time or a duration"):
         parse_since(text, datetime(2026, 12, 1, tzinfo=UTC))
+
+
+def test_counts_read_as_a_person_writes_them() -> None:
+    from service.usecases.results.loop import PassOutcome
+
+    assert format_duration(10387 * 86400.0) == "10,387 days"
+    one = PassOutcome(status="succeeded", pass_id=3, runs_seen=1, tags_pending=1)
+    assert one.summary == "pass 3 succeeded: 1 run seen, 0 reconciled, 0 skipped, 1 tag pending"
+    many = PassOutcome(status="succeeded", pass_id=4, runs_seen=1488, tags_pending=2)
+    assert many.summary.startswith("pass 4 succeeded: 1,488 runs seen,")
+    assert many.summary.endswith("2 tags pending")

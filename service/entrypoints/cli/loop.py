@@ -9,7 +9,7 @@ import click
 from service.domain.errors import ConflictError
 from service.domain.records import ACCURACY_ALIASES, ACCURACY_GROUPINGS
 from service.entrypoints.cli.base import application, cli, json_option, output
-from service.presenters import json_loop, json_views, text
+from service.presenters import json_loop, json_views, text_loop
 
 
 @cli.command()
@@ -26,7 +26,7 @@ def reconcile(since: str | None, full: bool, as_json: bool) -> None:
         click.echo("", err=True)
     if outcome.status == "locked":  # exit 4, so a CronJob does not report a pass that never ran
         raise ConflictError(outcome.summary)
-    output(as_json, outcome, json_loop.outcome_view, text.outcome_text)
+    output(as_json, outcome, json_loop.outcome_view, text_loop.outcome_text)
 
 
 def _progress(runs_seen: int) -> None:
@@ -38,7 +38,10 @@ def _progress(runs_seen: int) -> None:
 def running_command(as_json: bool) -> None:
     """Linked runs still RUNNING, with a projected finish against the plan."""
     output(
-        as_json, application().queries.running(), json_views.running_list_view, text.running_text
+        as_json,
+        application().queries.running(),
+        json_views.running_list_view,
+        text_loop.running_text,
     )
 
 
@@ -50,7 +53,7 @@ def running_command(as_json: bool) -> None:
 def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool) -> None:
     """Predicted against observed, per estimate, newest first."""
     rows = application().queries.history(since=since, gpu=gpu, limit=limit)
-    output(as_json, rows, json_views.history_view, text.history_text)
+    output(as_json, rows, json_views.history_view, text_loop.history_text)
 
 
 @cli.command()
@@ -80,7 +83,7 @@ def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
     `reckon factors list` shows every set; `reckon factors activate N` makes N active."""
     if ctx.invoked_subcommand is None:
         answer = application().factor_sets.show(version)
-        output(as_json, answer, json_loop.factors_view, text.factors_text)
+        output(as_json, answer, json_loop.factors_view, text_loop.factors_text)
 
 
 @factors.command(name="list")
@@ -88,7 +91,10 @@ def factors(ctx: click.Context, version: int | None, as_json: bool) -> None:
 def factors_list(as_json: bool) -> None:
     """Every factor set: version, created, active, backtest scores, n."""
     output(
-        as_json, application().factor_sets.history(), json_loop.factor_history_view, text.sets_text
+        as_json,
+        application().factor_sets.history(),
+        json_loop.factor_history_view,
+        text_loop.sets_text,
     )
 
 
@@ -99,7 +105,7 @@ def factors_activate(version: int, as_json: bool) -> None:
     """Make factor set VERSION the active one (a rollback, or a roll forward). It stays active
     until a newer set passes the refit's gate against it; activate another to undo."""
     answer = application().factor_sets.activate(version)
-    output(as_json, answer, json_loop.factors_view, text.factors_text)
+    output(as_json, answer, json_loop.factors_view, text_loop.factors_text)
 
 
 @cli.command(name="accuracy")
@@ -115,4 +121,4 @@ def factors_activate(version: int, as_json: bool) -> None:
 def accuracy_command(by: str | None, since: str | None, as_json: bool) -> None:
     """How wrong were we: n, median APE, MAPE, bias and P10-P90 coverage, raw and calibrated."""
     result = application().queries.accuracy(by=by, since=since)
-    output(as_json, result, json_loop.accuracy_view, text.accuracy_text)
+    output(as_json, result, json_loop.accuracy_view, text_loop.accuracy_text)

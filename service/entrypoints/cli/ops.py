@@ -10,6 +10,8 @@ import click
 from service.entrypoints.cli.base import application, cli, json_option, output
 from service.presenters import json_loop, text
 
+OUT_OF_DATE_EXIT = 1  # `db current`: the schema is not the newest (docs: README, Command line)
+
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
@@ -65,7 +67,9 @@ def upgrade() -> None:
 @db.command()
 @json_option
 def current(as_json: bool) -> None:
-    """Show the database's schema revision and the newest one."""
-    output(
-        as_json, application().operations.schema_status(), json_loop.schema_view, text.schema_text
-    )
+    """Show the database's schema revision and the newest one; exit 1 when it is not the
+    newest (or there is no database yet), so a deploy script can check it."""
+    status = application().operations.schema_status()
+    output(as_json, status, json_loop.schema_view, text.schema_text)
+    if not status.up_to_date:
+        click.get_current_context().exit(OUT_OF_DATE_EXIT)

@@ -7,7 +7,7 @@ import click
 
 from service.domain.errors import ConflictError
 from service.entrypoints.cli.base import application, cli, json_option, output
-from service.presenters import json_loop, text
+from service.presenters import json_loop, text_loop
 
 IMPORT_HELP = """Learn from past runs: store a retrospective estimate (what the published
 prior predicts for the run's configuration, dated at the run's start) for each FINISHED run
@@ -56,7 +56,7 @@ def import_command(
         experiments=experiments, since=since, gpu=gpu, gpus=gpus, precision=precision,
         dry_run=dry_run,
     )  # fmt: skip
-    output(as_json, outcome, json_loop.import_view, text.import_text)
+    output(as_json, outcome, json_loop.import_view, text_loop.import_text)
     if outcome.pass_status == "locked":  # stored, not yet reconciled: say so in the exit code
         raise ConflictError("another reconcile pass holds the lock; the next pass reconciles")
 

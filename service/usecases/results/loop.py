@@ -14,6 +14,7 @@ from service.domain.records import (
     Skip,
     TagsOwed,
 )
+from service.domain.units import counted
 
 if TYPE_CHECKING:
     from service.calibration.model import BacktestResult, FactorSet
@@ -86,15 +87,16 @@ class PassOutcome:
             held = f" (held by {self.holder})" if self.holder else ""
             return f"locked: another reconcile pass is running{held}; this one did nothing"
         line = (
-            f"pass {self.pass_id} {self.status}: {self.runs_seen} runs seen, "
-            f"{len(self.reconciled)} reconciled, {len(self.skipped)} skipped"
+            f"pass {self.pass_id} {self.status}: {counted(self.runs_seen, 'run')} seen, "
+            f"{len(self.reconciled):,} reconciled, {len(self.skipped):,} skipped"
         )
         if self.backfilled_experiments:
-            line += f", {len(self.backfilled_experiments)} newly listed experiments backfilled"
+            listed = counted(len(self.backfilled_experiments), "newly listed experiment")
+            line += f", {listed} backfilled"
         if self.tags_pending:
-            line += f", {self.tags_pending} tags pending"
+            line += f", {counted(self.tags_pending, 'tag')} pending"
         if self.tags_blocked:
-            line += f" ({self.tags_blocked} blocked: MLflow denies EDIT permission)"
+            line += f" ({self.tags_blocked:,} blocked: MLflow denies EDIT permission)"
         if self.missed_before_window:
             line += f"; {self.missed_hint}"
         return line + (f" ({self.error})" if self.error else "")
