@@ -5,6 +5,7 @@ holds nothing else, and into one that already holds H reconciled estimates and a
 set.
 
     python -m bench.bench_pass_scale --history 50000 --new 1000 [--database-url BASE]
+        [--profile DIR]
 
 The history is written with Core bulk inserts (bench_refit_db.write_history: estimates and
 reconciliations, no MLflow runs: they ended long before the pass's window). Two history
@@ -13,11 +14,14 @@ are no backtest targets: the gate has nothing to score); "worst", it was made 4 
 before they started, so all of them are backtest targets. `--database-url` takes a
 PostgreSQL URL whose database gets one fresh schema per pass (dropped afterwards); the
 default is a fresh SQLite file per pass. Each case runs `--repeat` times, interleaved.
+`--profile DIR` writes each pass's cProfile stats to DIR/<case>-<round>.prof (its times
+are then the profiled ones, slower: read the shares, not the ratio).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import platform
 import statistics
@@ -76,8 +80,11 @@ def prepare(url: str, case: str, history: int, made: list[SavedEstimate], now: d
     engine.dispose()
 
 
-def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int, int | None]:
-    """Seconds for the pass, of which the refit; reconciled runs; the active set after."""
+def one_pass(
+    url: str, uri: str, experiment_id: str, profile: Path | None = None
+) -> tuple[float, float, int, int | None]:
+    """Seconds for the pass, of which the refit; reconciled runs; the active set after.
+    With `profile`, the pass runs under cProfile and its stats go to that file."""
     app = build(
         Settings(
             database_url=url,
@@ -104,8 +111,14 @@ def one_pass(url: str, uri: str, experiment_id: str) -> tuple[float, float, int,
                 refit_seconds.append(time.perf_counter() - started)
 
     app.loop._refit_in_pass = TimedRefit  # type: ignore[method-assign,assignment]
+    profiler = cProfile.Profile() if profile is not None else None
     started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     outcome = app.loop.reconcile(trigger="bench")
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
     elapsed = time.perf_counter() - started
     app.close()
     return elapsed, sum(refit_seconds), len(outcome.reconciled), outcome.factor_set
@@ -117,6 +130,9 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database-url", default=None, help="PostgreSQL base URL")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="a directory for each pass's cProfile stats"
+    )
     args = parser.parse_args()
     for name, value in CLIENT_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
@@ -127,11 +143,15 @@ def main() -> None:
         experiment_id, made = new_runs(server.uri, args.new, now)
         print(f"made {args.new} MLflow runs in {time.perf_counter() - started:.1f} s")
         dialect = "sqlite" if args.database_url is None else "postgresql"
-        for _ in range(args.repeat):
+        for round_ in range(args.repeat):
             for case in CASES:
+                stats = None
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    stats = args.profile / f"{case}-{round_}.prof"
                 with empty_database(dialect, Path(tmp), args.database_url) as url:
                     prepare(url, case, args.history, made, now)
-                    results[case].append(one_pass(url, server.uri, experiment_id))
+                    results[case].append(one_pass(url, server.uri, experiment_id, stats))
     print(
         f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
         f"{datetime.now(UTC):%Y-%m-%d}, database "

@@ -10,15 +10,15 @@ from dataclasses import replace
 
 import numpy as np
 
+from service.calibration import scaling
 from service.calibration.model import (
-    ALL_KEY,
     Z90,
     Prior,
     SegmentFactors,
     raw_factors,
 )
 from service.calibration.observations import ObservationArrays
-from service.calibration.robust import BoolArray, FloatArray, IntArray
+from service.calibration.robust import FloatArray, IntArray
 from service.domain.values import Factors
 
 MIN_SIGMA = 0.03  # a hand entry's σ of log wall time is never narrower than this
@@ -45,29 +45,6 @@ def hand_effective(data: ObservationArrays, history: IntArray, targets: IntArray
     return result
 
 
-def key_rows(data: ObservationArrays, key: str) -> BoolArray:
-    """Rows that belong to a factor-set key: "*", "gpu", "*/precision", "gpu/precision",
-    "gpu/precision/recompute"."""
-    if key == ALL_KEY:
-        return np.ones(len(data), dtype=bool)
-    parts = key.split("/")
-    mask = np.ones(len(data), dtype=bool)
-    if parts[0] != ALL_KEY:
-        mask &= _matches(data.gpu, data.gpu_names, parts[0])
-    if len(parts) > 1:
-        mask &= _matches(data.precision, data.precision_names, parts[1])
-    if len(parts) > 2:
-        mask &= _matches(data.recompute, data.recompute_names, parts[2])
-    return mask
-
-
-def _matches(codes: IntArray, names: tuple[str | None, ...], name: str) -> BoolArray:
-    if name not in names:
-        return np.zeros(codes.size, dtype=bool)
-    result: BoolArray = codes == names.index(name)
-    return result
-
-
 def hand_entry(
     entry: SegmentFactors,
     data: ObservationArrays,
@@ -76,11 +53,17 @@ def hand_entry(
     raw: Factors,
 ) -> SegmentFactors:
     """`entry` fallen back to the hand baseline: e is the median observed e of the key's runs
-    in `data` (u = e at raw's overhead), its σ below/above from the 10th/90th percentiles of
-    the baseline's backtest `residuals` (log predicted/observed wall) where there are enough,
-    else the prior's. Served as it is: no scale slopes."""
-    rows = key_rows(data, entry.segment)
-    if not rows.any():
+    in `data` (for a gpu/precision/recompute key, its gpu/precision's, as the baseline is),
+    u = e at raw's overhead; σ below/above from the 10th/90th percentiles of the baseline's
+    backtest `residuals` (log predicted/observed wall) where there are enough, else the
+    prior's. Served as it is: no scale slopes."""
+    rows = scaling.rows_of(
+        entry.segment,
+        data,
+        {name: i for i, name in enumerate(data.gpu_names)},
+        {name: i for i, name in enumerate(data.precision_names)},
+    )
+    if rows is None or rows.size == 0:
         return raw_entry(entry, raw, prior)
     effective = float(np.median(data.effective_utilization[rows]))
     hand = Factors(utilization=min(effective / (1.0 - raw.overhead), 1.0), overhead=raw.overhead)

@@ -29,6 +29,7 @@ from service.calibration.model import (
     precision_key,
 )
 from service.calibration.observations import ObservationArrays
+from service.calibration.resamples import Resamples, worse_share
 from service.calibration.robust import BoolArray, FloatArray, IntArray
 from service.domain.values import Factors
 
@@ -39,8 +40,6 @@ WORSE_CONFIDENCE = 0.9  # share of resamples in which calibrated must stay worse
 # A whole set loses to the hand baseline only beyond this (measured on the growing
 # organisation, seeds 1-4: 0.9 → 1.64× the oracle, 0.99 → 1.63×, a strict comparison 1.70×).
 SET_WORSE_CONFIDENCE = 0.99
-BOOTSTRAP_RESAMPLES = 400
-_BOOTSTRAP_SEED = 20261201
 _TIE = 1e-9
 _WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
 _WORSE_THAN_HAND = "calibrated backtest worse than the hand baseline (median observed factor)"
@@ -91,11 +90,8 @@ def assess(
     calibrated = calibrate(fitted, detail.residuals(), params.thin_n)
     cal_inside = _calibrated_inside(detail)
     keys_of = target_keys(targets)
-    against_raw = segment_evidence(
-        calibrated, keys_of, detail.keys, detail.log_ratio, raw_log_ratio
-    )
-    against_hand = segment_evidence(
-        calibrated, keys_of, detail.keys, detail.log_ratio, hand_log_ratio
+    against_raw, against_hand = evidence_against(
+        calibrated, keys_of, detail.keys, detail.log_ratio, [raw_log_ratio, hand_log_ratio]
     )
     segments = dict(calibrated)
     baselines = _Baselines(data, keys_of, raw_log_ratio, hand_log_ratio, prior, raw)
@@ -317,6 +313,18 @@ def segment_evidence(
 ) -> dict[str, Evidence]:
     """Per key below "*": its evidence from the targets (`keys_of`: each target's keys;
     `entries`: the factor-set key that predicted it; log ratios of calibrated and raw)."""
+    return evidence_against(keys, keys_of, entries, log_ratio, [raw_log_ratio])[0]
+
+
+def evidence_against(
+    keys: Iterable[str],
+    keys_of: Sequence[tuple[str, ...]],
+    entries: Sequence[str],
+    log_ratio: FloatArray,
+    baselines: Sequence[FloatArray],
+) -> list[dict[str, Evidence]]:
+    """`segment_evidence` against each of `baselines` (log ratios on the same targets), in
+    one pass: each key's targets are found once and its paired resamples drawn once."""
     members: dict[str, list[int]] = defaultdict(list)
     own: dict[str, list[int]] = defaultdict(list)
     for row, target_keys in enumerate(keys_of):
@@ -324,7 +332,9 @@ def segment_evidence(
             members[key].append(row)
             if entries[row] == key or entries[row].startswith(key + "/"):
                 own[key].append(row)
-    result = {}
+    errors_all = np.abs(np.expm1(log_ratio))
+    baseline_errors = [np.abs(np.expm1(baseline)) for baseline in baselines]
+    result: list[dict[str, Evidence]] = [{} for _ in baselines]
     for key in keys:
         if key in (ALL_KEY, PRIOR_KEY):
             continue
@@ -332,30 +342,23 @@ def segment_evidence(
         if len(rows) < FALLBACK_MIN_TARGETS:
             basis, rows = "all", members.get(key, [])
         if len(rows) < THIN_MIN_TARGETS:
-            result[key] = Evidence("too few", len(rows), None, None, None)
+            for found in result:
+                found[key] = Evidence("too few", len(rows), None, None, None)
             continue
         index: IntArray = np.array(rows, dtype=np.intp)
-        errors = np.abs(np.expm1(log_ratio[index]))
-        raw_errors = np.abs(np.expm1(raw_log_ratio[index]))
+        errors = errors_all[index]
         calibrated = float(np.median(errors))
-        uncalibrated = float(np.median(raw_errors))
-        share = 0.0
-        if calibrated > uncalibrated * (1 + _TIE):
-            share = worse_share(errors, raw_errors)
-        worse = share >= WORSE_CONFIDENCE
-        result[key] = Evidence(basis, len(rows), calibrated, uncalibrated, worse, share)
+        resampled: Resamples | None = None
+        for found, all_baseline in zip(result, baseline_errors, strict=True):
+            baseline = all_baseline[index]
+            uncalibrated = float(np.median(baseline))
+            share = 0.0
+            if calibrated > uncalibrated * (1 + _TIE):
+                resampled = resampled or Resamples(errors)
+                share = resampled.worse_share(baseline)
+            worse = share >= WORSE_CONFIDENCE
+            found[key] = Evidence(basis, len(rows), calibrated, uncalibrated, worse, share)
     return result
-
-
-def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
-    """Share of BOOTSTRAP_RESAMPLES paired resamples (targets drawn with replacement, each
-    keeping its calibrated and raw error) in which calibrated's median error is the larger.
-    Seeded: the same evidence always gets the same verdict."""
-    draws = np.random.default_rng(_BOOTSTRAP_SEED).integers(
-        0, errors.size, (BOOTSTRAP_RESAMPLES, errors.size)
-    )
-    worse = np.median(errors[draws], axis=1) > np.median(raw_errors[draws], axis=1) * (1 + _TIE)
-    return float(np.mean(worse))
 
 
 def _score(log_ratio: FloatArray, inside: BoolArray) -> BacktestResult:
