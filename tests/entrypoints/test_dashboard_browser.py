@@ -39,7 +39,7 @@ from demo.mlflow_server import MlflowServer, make_training_run
 from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.domain.hardware import build_catalog
 from service.domain.records import ESTIMATE_TAG
-from service.presenters import dashboard
+from service.presenters import dashboard, json_views
 from service.usecases import registry
 from tests.builders import an_estimate
 from tests.serving import reckon_serve
@@ -688,6 +688,7 @@ CANNED: dict[str, Any] = {
     "/v1/accuracy?by=gpu_type": _by_gpu(),
     "/v1/accuracy?by=segment_week": _by_segment_week(),
     "/v1/mlflow": {"ui_url": MLFLOW_UI, "run_url": MLFLOW_UI + "/#/runs/{run_id}"},
+    "/v1/hardware": json_views.hardware_view(build_catalog().gpus()),
     "/v1/estimate": {
         "gpu": "h100-sxm",
         "gpus": 512,
@@ -1044,3 +1045,42 @@ def test_one_failing_endpoint_says_why_and_the_rest_still_draw(browser: Browser)
     assert "calibrated series unavailable: cannot group by 'segment_week'" in error
     assert calibrated == []
     assert "MLflow unreachable" in passes and "failed" in passes
+
+
+def test_a_gpu_alias_in_the_url_is_resolved_and_a_bad_filter_is_said(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 22 item 10: ?gpu=h100 found nothing (the CLI resolves the alias), ?since=banana
+    # printed "runs ended since banana" over unfiltered data, and a form error read
+    # "The API said: : unknown GPU".
+    screenshot = tmp_path / "dashboard-alias-and-bad-since.png"
+    routes = canned_routes()
+    unknown = "unknown GPU 'h1000'; did you mean h100-sxm?"
+    routes["/v1/estimate"] = (422, {"detail": [{"type": "value_error", "loc": [], "msg": unknown}]})
+
+    with api_stub(routes) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/?gpu=h100&since=banana")
+        page.wait_drawn()
+        chosen = all_of(page, "#filters select", "[e.name, e.value]")
+        panels = segments_drawn(page, "#chart-error")
+        problem = page.evaluate("document.getElementById('scope').dataset.problem")
+        query = query_of(page)
+        page.fill("#ask [name=gpu]", "h1000")
+        page.click("#ask button[type=submit]")
+        page.wait_for("document.getElementById('ask-result').dataset.error")
+        form_error = text_of(page, "#ask-result")
+        page.screenshot(screenshot)
+        page.goto(f"{stub.base}/?gpu=h1000")
+        page.wait_drawn()
+        unknown_problem = page.evaluate("document.getElementById('scope').dataset.problem")
+        all_panels = segments_drawn(page, "#chart-error")
+
+    assert chosen == [["gpu", "h100-sxm"], ["segment", ""], ["since", ""]]
+    assert panels == ["h100-sxm/bf16", "h100-sxm/fp8"]
+    assert query == {"gpu": ["h100-sxm"]}  # the URL says what is shown
+    assert 'since="banana" is neither a number of days (30d) nor a date' in problem
+    assert all("since" not in sent for sent in stub.sent("/v1/history"))
+    assert form_error.strip() == unknown
+    assert 'unknown GPU "h1000"' in unknown_problem
+    assert len(all_panels) > 2  # every GPU's segments, said so above them
+    keep_screenshot(capsys, screenshot)

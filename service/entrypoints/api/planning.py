@@ -50,6 +50,11 @@ def list_saved(app: App, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> 
     return json_views.estimates_view(app.registry.list_estimates(limit=limit))
 
 
+@router.get("/v1/hardware", summary="The GPU catalog: names, aliases, peak FLOP/s, sources")
+def get_hardware(app: App) -> JSON:
+    return json_views.hardware_view(app.planning.hardware())
+
+
 @router.get("/v1/plan", summary="The fewest GPUs whose wall time meets a deadline")
 def get_plan(
     app: App,
