@@ -1084,3 +1084,62 @@ def test_a_gpu_alias_in_the_url_is_resolved_and_a_bad_filter_is_said(
     assert 'unknown GPU "h1000"' in unknown_problem
     assert len(all_panels) > 2  # every GPU's segments, said so above them
     keep_screenshot(capsys, screenshot)
+
+
+def _with_fallbacks(history: dict[str, Any]) -> dict[str, Any]:
+    """The canned factor history with the active set's mi300x/bf16 fallen back to raw and
+    its h100-sxm/fp8 to the hand baseline."""
+    versions = []
+    for version in history["versions"]:
+        segments = [dict(item) for item in version["segments"]]
+        if version["active"]:
+            for item in segments:
+                if item["segment"] == "mi300x/bf16":
+                    item.update(fallback=True, by_hand=False, fallback_to="raw")
+                if item["segment"] == "h100-sxm/fp8":
+                    item.update(fallback=True, by_hand=True, fallback_to="by_hand")
+        versions.append({**version, "segments": segments})
+    return {"versions": versions}
+
+
+def test_the_headline_and_each_panel_say_what_is_served_where_calibration_fell_back(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 22 item 1: the API said `fallback: true` but the dashboard's headline said
+    # "calibrated is no worse than raw" and its panels drew calibrated lines, never saying
+    # that raw (or the hand baseline) is what estimates there get.
+    screenshot = tmp_path / "dashboard-fallbacks.png"
+    routes = canned_routes()
+    routes["/v1/factors/history"] = (200, _with_fallbacks(_factor_history()))
+
+    with api_stub(routes) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        summary = text_of(page, "#served-summary")
+        error_tags = dict(
+            all_of(page, "#chart-error .multiple", "[e.dataset.segment, "
+                   "e.querySelector('.served').dataset.served]")
+        )  # fmt: skip
+        factor_tags = dict(
+            all_of(page, "#chart-factors .multiple", "[e.dataset.segment, "
+                   "e.querySelector('.served').dataset.served]")
+        )  # fmt: skip
+        page.screenshot(screenshot)
+        page.goto(f"{stub.base}/?segment=mi300x/bf16")
+        page.wait_drawn()
+        verdict = text_of(page, "#headline-median_ape .verdict")
+
+    assert "fell back to raw in mi300x/bf16" in summary
+    assert "fell back to the hand baseline in h100-sxm/fp8" in summary
+    segments = [k for k in FACTOR_KEYS if k.count("/") == 1 and not k.startswith("*/")]
+    assert f"calibrated in {len(segments) - 2} of {len(segments)} segments" in summary
+    assert error_tags == {
+        "a100-80gb/bf16": "calibrated",
+        "h100-sxm/bf16": "calibrated",
+        "h100-sxm/fp8": "by_hand",
+        "mi300x/bf16": "raw",
+    }
+    assert factor_tags["mi300x/bf16"] == "raw" and factor_tags["h100-sxm/fp8"] == "by_hand"
+    assert factor_tags["a100-80gb"] == "calibrated"
+    assert "worse than raw here: fell back to raw" in verdict
+    keep_screenshot(capsys, screenshot)
