@@ -29,6 +29,7 @@ import numpy as np
 from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import CLIENT_ENVIRONMENT, MlflowServer, make_training_run
+from service.app import Reckon
 from service.bootstrap import build
 from service.calibration.priors import shipped_published_runs
 from service.config import Settings
@@ -144,8 +145,26 @@ def seed(settings: Settings, client: MlflowClient, experiment_id: str) -> int:
         client, experiment_id, start=start, end=start + timedelta(hours=80),
         tags={ESTIMATE_TAG: article.id},
     )  # fmt: skip
+    running_job(app, clock, client, experiment_id, now)
     app.close()
-    return len(jobs) + 1
+    return len(jobs) + 2
+
+
+def running_job(
+    app: Reckon, clock: SettableClock, client: MlflowClient, experiment_id: str, now: datetime
+) -> str:
+    """One job still RUNNING (`reckon running`, the dashboard's "Running now"): planned a
+    week ago at the defaults, started two days ago, training 15% slower than planned."""
+    raw = RawInputs(params=13e9, tokens=4e11, gpu="h100-sxm", gpus=128, precision="bf16")
+    clock.moment = now - 7 * DAY
+    saved = app.planning.save(raw, label="13B pretraining (running now)").saved
+    assert saved.estimate is not None
+    planned = saved.estimate
+    throughput = raw.tokens / planned.compute_seconds / 1.15
+    return make_training_run(
+        client, experiment_id, start=now - 2 * DAY, end=None, status="RUNNING",
+        metrics={METRIC: throughput}, tags={ESTIMATE_TAG: saved.id},
+    )  # fmt: skip
 
 
 def _runs(client: MlflowClient, experiment_id: str, job: Job, estimate_id: str) -> None:
@@ -203,6 +222,7 @@ def main() -> None:
             reckon("history", "--limit", "6", env=env)
             reckon("accuracy", "--by", "segment", env=env)
             reckon("factors", env=env)
+            reckon("running", env=env)
             reckon(
                 "estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb",
                 "--gpus", "8", "--recompute", "full", "--calibrated", env=env,

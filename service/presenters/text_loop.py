@@ -128,7 +128,7 @@ def accuracy_text(accuracy: Accuracy) -> str:
     for name, scores, group in rows:
         kinds = [("raw", scores.raw), ("calibrated", scores.calibrated)]
         if scores.by_hand is not None and scores.by_hand.n:
-            kinds.append(("by hand", scores.by_hand))
+            kinds.append(("by_hand", scores.by_hand))
         for kind, s in kinds:
             note = ""
             if kind == "calibrated" and group is not None and group.fallback:

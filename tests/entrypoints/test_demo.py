@@ -1,20 +1,45 @@
-"""The README's first command: the demo runs end to end and shows what it promises."""
+"""The README's first command: the demo runs end to end and shows what it promises, and
+every `reckon` command the README shows runs on what `--keep` kept."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
+
+from demo.mlflow_server import make_training_run
 
 ROOT = Path(__file__).resolve().parents[2]
+RECKON = str(Path(sys.executable).with_name("reckon"))
 
 pytestmark = pytest.mark.mlflow
 
 
-def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate() -> None:
+@dataclass(frozen=True)
+class Kept:
+    """One `python -m demo --keep` run: its output and what it kept."""
+
+    done: subprocess.CompletedProcess[str]
+    kept: bool
+    reopened: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def demo_run() -> Iterator[Kept]:
     shutil.rmtree(ROOT / ".demo", ignore_errors=True)
     try:
         done = subprocess.run(
@@ -23,28 +48,41 @@ def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate()
         )  # fmt: skip
         kept = (ROOT / ".demo" / "reckon.db").is_file()
         reopened = _reopen_history(done.stdout)
+        yield Kept(done, kept, reopened)
     finally:
         shutil.rmtree(ROOT / ".demo", ignore_errors=True)
+
+
+def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate(
+    demo_run: Kept,
+) -> None:
+    done, kept, reopened = demo_run.done, demo_run.kept, demo_run.reopened
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout + done.stderr
     assert "predicted 3 days 12 hours, observed 3 days 8 hours, +5.0% over" in out
     assert "succeeded" in out and "reconciled, 0 skipped" in out
     assert "median APE" in out and "calibrated" in out
     assert "P10 / P50 / P90" in out and "factors from     factor set 1" in out
-    # Raw and calibrated per segment; a segment worse calibrated says it fell back.
+    # Raw, calibrated and the hand baseline per segment; a segment worse calibrated says it
+    # fell back (to raw or to the hand baseline), or why not.
     rows = _accuracy_rows(done.stdout)
     segments = {name for name, _ in rows} - {"all"}
     assert len(segments) >= 3 and all((name, "raw") in rows for name in segments)
+    assert ("all", "by_hand") in rows
     for name in segments:
         (raw_ape, _), (calibrated_ape, note) = rows[name, "raw"], rows[name, "calibrated"]
         if calibrated_ape > raw_ape:
-            assert note.startswith("fell back to raw"), (name, raw_ape, calibrated_ape, note)
-    # `reckon factors` flags the same segments.
+            assert note.startswith(("fell back to", "worse than raw")), (name, note)
+    # `reckon factors` flags the same segments, with the same baseline.
     factor_lines = done.stdout.split("$ reckon factors", 1)[1].split("\n\n", 1)[0].splitlines()
     for name in segments:
-        if rows[name, "calibrated"][1].startswith("fell back to raw"):
+        note = rows[name, "calibrated"][1]
+        if note.startswith("fell back to"):
             line = next(line for line in factor_lines if line.split()[:1] == [name])
-            assert "fell back to raw" in line, line
+            assert note.split(":")[0].split(" (")[0] in line, (line, note)
+    # The seeded RUNNING run is projected, 15% slower than planned.
+    running = done.stdout.split("$ reckon running", 1)[1].split("\n\n", 1)[0]
+    assert "running 2 days of a predicted" in running and "(+15.0%)" in running
     # --keep keeps the data and prints the exact commands that reopen it; they work.
     assert kept and "to reopen it:" in out and "reckon serve" in out
     assert reopened.returncode == 0 and "+5.0% over" in reopened.stdout, reopened.stderr
@@ -72,3 +110,129 @@ def _accuracy_rows(printed: str) -> dict[tuple[str, str], tuple[float, str]]:
         name, kind, _n, median, *rest = line.split()
         rows[name, kind] = (float(median.rstrip("%")), " ".join(rest[3:]))
     return rows
+
+
+# Every subcommand the README shows (in a code block or in backticks), with concrete
+# arguments for the demo's data; "{estimate}", "{run}", "{out}" are filled in by the test.
+# launch, serve and scheduler run until stopped: the README's listed exceptions.
+EXCEPTIONS = ("launch", "serve", "scheduler")
+ON_THE_DEMO: dict[str, list[list[str]]] = {
+    "estimate": [
+        ["estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb", "--gpus", "8"],
+        ["estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb", "--gpus", "8",
+         "--calibrated"],
+        ["estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb", "--gpus", "8",
+         "--save"],
+    ],
+    "plan": [["plan", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb",
+              "--recompute", "full", "--deadline", "30d"]],
+    "sensitivity": [["sensitivity", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb",
+                     "--gpus", "8"]],
+    "hardware": [["hardware"]],
+    "record": [["record", "--predicted", "3.5d", "--gpu", "a100-80gb", "--gpus", "8"]],
+    "link": [["link", "{estimate}", "{run}"]],
+    "unlink": [["unlink", "{estimate}", "{run}"]],
+    "estimates list": [["estimates", "list"]],
+    "estimates show": [["estimates", "show", "{estimate}"]],
+    "history": [["history"], ["history", "--since", "30d", "--gpu", "h100-sxm"]],
+    "running": [["running"]],
+    "accuracy": [["accuracy"], ["accuracy", "--by", "segment"], ["accuracy", "--by", "gpu"]],
+    "factors": [["factors"], ["factors", "--version", "1"]],
+    "factors list": [["factors", "list"]],
+    "factors activate": [["factors", "activate", "1"]],
+    "reconcile": [["reconcile"], ["reconcile", "--since", "2026-01-01"]],
+    "refit": [["refit"], ["refit", "--force"]],
+    "import": [["import", "--experiment", "llm-pretraining", "--gpu", "a100-80gb", "--gpus", "8"]],
+    "report": [["report", "--out", "{out}"]],
+    "db current": [["db", "current"]],
+    "db upgrade": [["db", "upgrade"]],
+}  # fmt: skip
+TWO_WORDS = ("db", "estimates", "factors")
+
+
+def readme_commands() -> set[str]:
+    """The subcommands the README shows: "reckon X" or "reckon X Y" for the groups."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = set()
+    for match in re.finditer(r"(?:^|[`$ ])reckon ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?", readme):
+        first, second = match.group(1), match.group(2)
+        if first in TWO_WORDS and second in ("current", "upgrade", "list", "show", "activate"):
+            found.add(f"{first} {second}")
+        else:
+            found.add(first)
+    return found
+
+
+def test_every_reckon_command_the_readme_shows_runs_on_the_kept_demo(
+    demo_run: Kept, tmp_path: Path
+) -> None:
+    assert demo_run.done.returncode == 0, demo_run.done.stderr
+    shown = readme_commands()
+    assert set(EXCEPTIONS) <= shown
+    assert shown - set(EXCEPTIONS) == set(ON_THE_DEMO), "a README command with no run here"
+    env = {**os.environ, **_exports(demo_run.done.stdout)}
+    with _mlflow_from(demo_run.done.stdout) as uri:
+        env["MLFLOW_TRACKING_URI"] = uri
+        client = MlflowClient(uri)
+        experiment = client.get_experiment_by_name("llm-pretraining")
+        assert experiment is not None
+        run = make_training_run(
+            client, experiment.experiment_id, start=_days_ago(3), end=_days_ago(1)
+        )
+        recorded = subprocess.run(
+            [RECKON, "record", "--predicted", "2d", "--gpu", "h100-sxm", "--gpus", "64",
+             "--json"], capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        fill = {"{estimate}": json.loads(recorded.stdout)["id"], "{run}": run,
+                "{out}": str(tmp_path / "report")}  # fmt: skip
+        failures = []
+        for name in ON_THE_DEMO:
+            for argv in ON_THE_DEMO[name]:
+                command = [fill.get(part, part) for part in argv]
+                done = subprocess.run(
+                    [RECKON, *command], capture_output=True, text=True, env=env, timeout=120,
+                    check=False,
+                )  # fmt: skip
+                if done.returncode != 0 or not done.stdout.strip():
+                    failures.append((command, done.returncode, done.stderr[-500:]))
+    assert failures == []
+
+
+def _days_ago(days: float) -> datetime:
+    return datetime.now(UTC) - timedelta(days=days)
+
+
+def _exports(printed: str) -> dict[str, str]:
+    found = {}
+    for line in printed.splitlines():
+        line = line.strip()
+        if line.startswith("export "):
+            name, _, value = line.removeprefix("export ").partition("=")
+            found[name] = value.strip("'")
+    return found
+
+
+@contextmanager
+def _mlflow_from(printed: str) -> Iterator[str]:
+    """The MLflow server the demo's printed command starts (on the kept data), until done."""
+    line = next(line.strip() for line in printed.splitlines() if "mlflow server" in line)
+    command = line.removesuffix("&").strip()
+    uri = _exports(printed)["MLFLOW_TRACKING_URI"]
+    server = subprocess.Popen(
+        ["sh", "-c", f"exec env {command}"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the printed MLflow command never answered"
+                assert server.poll() is None, "the printed MLflow command exited"
+                time.sleep(0.3)
+        yield uri
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
