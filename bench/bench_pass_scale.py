@@ -116,7 +116,7 @@ def one_pass(
     if profiler is not None:
         profiler.enable()
     outcome = app.loop.reconcile(trigger="bench")
-    if profiler is not None:
+    if profiler is not None and profile is not None:
         profiler.disable()
         profiler.dump_stats(profile)
     elapsed = time.perf_counter() - started

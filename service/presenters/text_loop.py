@@ -14,10 +14,12 @@ from service.presenters.wording import (
     FELL_BACK,
     NO_FACTOR_SET,
     accuracy_configuration_note,
+    backtest_line,
     configuration_note,
     fell_back_note,
     is_thin,
     not_fallen_back_note,
+    percent_or_na,
     projected_finish,
     running_line,
     slope_lines,
@@ -89,9 +91,10 @@ def factors_text(answer: FactorsAnswer) -> str:
     else:
         state = "active" if chosen.version == answer.active_version else "inactive"
         lines = [
-            f"factor set {chosen.version} ({state}), from "
-            f"{chosen.reconciliation_count} reconciliations; backtest median APE "
-            f"{_pct(chosen.backtest_score)} vs {_pct(chosen.baseline_score)}"
+            f"factor set {chosen.version} ({state}), fitted on "
+            f"{counted(chosen.reconciliation_count, 'reconciliation')} (those in the refit's "
+            "window, imported runs included)",
+            backtest_line(chosen),
         ]
         segments = list(chosen.segments.values())
     lines.append(
@@ -147,10 +150,6 @@ def accuracy_text(accuracy: Accuracy) -> str:
     return "\n".join(lines)
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}%"
-
-
 def _num(value: float | None, unit: str, *, signed: bool = False) -> str:
     if value is None:
         return "-"
@@ -170,7 +169,7 @@ def sets_text(history: FactorHistory) -> str:
         activated = "-" if item.activated_at is None else f"{item.activated_at:%Y-%m-%d %H:%M}"
         lines.append(
             f"{item.version:>7}  {item.created_at:%Y-%m-%d %H:%M}  {state:<8} "
-            f"{_pct(item.backtest_score):>9} {_pct(item.baseline_score):>9} "
+            f"{percent_or_na(item.backtest_score):>9} {percent_or_na(item.baseline_score):>9} "
             f"{item.reconciliation_count:>6}  {activated}" + (" (forced)" if item.forced else "")
         )
     return "\n".join(lines)

@@ -36,6 +36,26 @@ def fallback_to(entry: SegmentFactors) -> str | None:
     return "by_hand" if entry.by_hand else "raw"
 
 
+def backtest_line(chosen: FactorSet) -> str:
+    """Which figures a factor set's backtest scores are, so they are not read as
+    `reckon accuracy`'s (every forecast since the first, scored apart from imported runs)."""
+    provenance = chosen.provenance
+    raw = provenance.get("backtest_raw_median_ape")
+    against = "raw" if raw is not None and raw == chosen.baseline_score else "the set it replaced"
+    targets = provenance.get("backtest_targets")
+    on = f" on its {targets:,} most recent targets" if isinstance(targets, int) else ""
+    return (
+        f"its backtest{on}: median APE {percent_or_na(chosen.backtest_score)} vs "
+        f"{percent_or_na(chosen.baseline_score)} ({against}), each predicted from what had ended "
+        "before it started (`reckon accuracy` scores every forecast, so its figures differ)"
+    )
+
+
+def percent_or_na(value: float | None) -> str:
+    """A score in % with one decimal, "n/a" when there is none."""
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
 def fell_back_note(entry: SegmentFactors) -> str:
     """ " (fell back to ...)" after a fallen-back entry's name; "" otherwise."""
     kind = fallback_to(entry)
