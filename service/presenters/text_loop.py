@@ -92,8 +92,8 @@ def factors_text(answer: FactorsAnswer) -> str:
         state = "active" if chosen.version == answer.active_version else "inactive"
         lines = [
             f"factor set {chosen.version} ({state}), fitted on "
-            f"{counted(chosen.reconciliation_count, 'reconciliation')} (those in the refit's "
-            "window, imported runs included)",
+            f"{counted(chosen.reconciliation_count, 'reconciled run')} (of computed and "
+            "imported estimates in the refit's window; recorded predictions carry no factors)",
             backtest_line(chosen),
         ]
         segments = list(chosen.segments.values())

@@ -176,7 +176,10 @@ def test_healthz_answers_at_once_while_mlflow_hangs(
                 response = client.get("/healthz")
                 seconds = time.monotonic() - started
                 assert response.status_code == 200 and response.json()["database"] == "ok"
-                assert seconds < 1.0, f"/healthz took {seconds:.1f} s on a hung MLflow"
+                # Waiting on the hung MLflow would take its request timeout (30 s); the probe
+                # is awaited 0.5 s at most, and a loaded CI machine (three test workers, one
+                # running the demo's commands) has taken 1.4 s to answer.
+                assert seconds < 5.0, f"/healthz took {seconds:.1f} s on a hung MLflow"
             assert response.json()["mlflow"].startswith("not probed yet")
         assert _settled_health(client).json()["mlflow"] == "ok"
 
