@@ -11,8 +11,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from service.calibration.model import FitParameters
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 CodeArray = npt.NDArray[np.integer[Any]]  # group codes, in any integer type
@@ -267,99 +265,3 @@ def weighted_median_of(values: FloatArray, weights: FloatArray) -> float:
     order = np.argsort(values)
     cumulative = np.cumsum(weights[order])
     return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
-
-
-def within_spread(x: FloatArray, weights: FloatArray, groups: IntArray) -> float:
-    """The weighted within-group standard deviation of one covariate over the rows that
-    know it (0 with fewer than two)."""
-    known = np.isfinite(x)
-    if np.count_nonzero(known) < 2:
-        return 0.0
-    w = weights[known]
-    centred = within_group(x[known][:, None], w, groups[known])[:, 0]
-    return float(np.sqrt(np.average(centred**2, weights=w))) if w.sum() > 0 else 0.0
-
-
-def within_group(values: FloatArray, weights: FloatArray, groups: IntArray) -> FloatArray:
-    """Each column minus its group's weighted mean."""
-    size = int(groups.max()) + 1
-    total = np.bincount(groups, weights=weights, minlength=size)
-    safe = np.where(total > 0, total, 1.0)
-    means = np.column_stack(
-        [
-            np.bincount(groups, weights=weights * column, minlength=size) / safe
-            for column in values.T
-        ]
-    )
-    result: FloatArray = values - means[groups]
-    return result
-
-
-_IRLS_STEPS = 4
-
-
-@dataclass(frozen=True, eq=False)
-class WithinFit:
-    """`robust_within`'s result: coefficients, their posterior covariance, each column's
-    within-group spread."""
-
-    beta: FloatArray
-    covariance: FloatArray
-    spread: FloatArray  # each column's within-segment standard deviation
-
-
-def robust_within(
-    x: FloatArray,
-    y: FloatArray,
-    w: FloatArray,
-    groups: IntArray,
-    n_shared: int,
-    params: FitParameters,
-    *,
-    huber_c: float | None = None,
-    reject_z: float | None = None,
-) -> WithinFit | None:
-    """Weighted least squares of y on x after removing each group's weighted mean from
-    both, reweighted by Huber weights on the residuals (stragglers beyond reject_z left
-    out). Columns past `n_shared` are deviations with a N(0, slope_tau²) prior (ridge
-    σ²/τ², weights counted as Kish-effective runs). The coefficients, their posterior
-    covariance and each column's within-group spread; None when the data cannot tell
-    the columns apart. `huber_c` and `reject_z` replace the parameters' (a regression
-    whose noise has a long tail of its own, not only stragglers)."""
-    c = params.huber_c if huber_c is None else huber_c
-    reject = params.reject_z if reject_z is None else reject_z
-    p = x.shape[1]
-    robust = np.ones_like(w)
-    beta: Any = np.zeros(p)
-    sigma2 = params.prior_sigma**2
-    ridge = np.zeros(p)
-    for step in range(_IRLS_STEPS + 1):
-        weight = w * robust
-        total = float(weight.sum())
-        if not total > 0:
-            return None
-        n_eff = total**2 / float((weight**2).sum())
-        scaled = weight * (n_eff / total)
-        xc, yc = within_group(x, weight, groups), within_group(y[:, None], weight, groups)[:, 0]
-        ridge[n_shared:] = sigma2 / params.slope_tau**2
-        gram = (xc * scaled[:, None]).T @ xc + np.diag(ridge)
-        if np.linalg.cond(gram) > 1e10:
-            return None
-        beta = np.linalg.solve(gram, (xc * scaled[:, None]).T @ yc)
-        residual = yc - xc @ beta
-        if step == _IRLS_STEPS:
-            dof = n_eff - n_shared - np.unique(groups[weight > 0]).size
-            if dof < 5:
-                return None
-            sigma2 = float((scaled * residual**2).sum()) / dof
-            covariance: Any = sigma2 * np.linalg.inv(gram)
-            spread: FloatArray = np.sqrt(np.average(xc**2, axis=0, weights=weight))
-            return WithinFit(beta, covariance, spread)
-        scale = 1.4826 * float(np.median(np.abs(residual - np.median(residual))))
-        if not scale > 0:
-            continue
-        sigma2 = scale**2
-        z = np.abs(residual) / scale
-        robust = np.where(z <= c, 1.0, c / np.maximum(z, 1e-12))
-        robust[z > reject] = 0.0
-    return None  # pragma: no cover (the loop returns at its last step)

@@ -15,15 +15,7 @@ import numpy as np
 
 from service.calibration.model import FitParameters
 from service.calibration.observations import ObservationArrays
-from service.calibration.robust import (
-    FloatArray,
-    IntArray,
-    WithinFit,
-    robust_within,
-    weighted_median_of,
-    within_group,
-    within_spread,
-)
+from service.calibration.robust import FloatArray, IntArray, weighted_median_of
 from service.calibration.scaling import (
     MAX_SLOPE,
     NO_SCALE,
@@ -36,6 +28,7 @@ from service.calibration.scaling import (
     segment_key,
     wall_hours,
 )
+from service.calibration.within import WithinFit, robust_within, within_group, within_spread
 
 SAMPLE_ROWS = 10_000  # runs the scale terms are fitted on, at most (bench/bench_refit.py)
 FAILURE_REJECT_Z = 8.0  # robust scales beyond which a run is no evidence of a failure's cost
@@ -52,6 +45,7 @@ class _Design:
     deviating_keys: tuple[str, ...]
     log_gpus_reference: float
     log_params_reference: float
+    deviating_codes: IntArray  # the segment code each deviation column lives in
 
 
 def _design(
@@ -84,6 +78,7 @@ def _design(
         else:  # curvature
             columns.append((log_n[rows] - ref_n) ** 2)
     deviating: list[str] = []
+    codes: list[int] = []
     if deviations and "gpus" in terms:
         groups = segment[rows]
         for code in np.unique(groups).tolist():
@@ -93,9 +88,11 @@ def _design(
                 within_spread(own, w[mine], np.zeros(own.size, np.intp)) >= params.min_slope_spread
             ):
                 deviating.append(segment_key(data, int(code)))
+                codes.append(int(code))
                 columns.append(np.where(mine, log_g[rows] - ref_g, 0.0))
     x = np.column_stack(columns) if columns else np.empty((rows.size, 0))
-    return _Design(tuple(terms), rows, x, tuple(deviating), ref_g, ref_n)
+    owners = np.array(codes, dtype=np.intp)
+    return _Design(tuple(terms), rows, x, tuple(deviating), ref_g, ref_n, owners)
 
 
 def _supported(term: str, k: int, fitted: WithinFit, params: FitParameters) -> bool:
@@ -237,8 +234,9 @@ def _select(
     def fitted(design: _Design) -> WithinFit | None:
         rows = design.rows
         return robust_within(
-            design.x, y_all[rows], weights[rows], segment[rows], len(design.terms), params
-        )
+            design.x, y_all[rows], weights[rows], segment[rows], len(design.terms), params,
+            local_groups=design.deviating_codes,
+        )  # fmt: skip
 
     while terms:  # each round returns or keeps strictly fewer terms
         shared = _design(terms, log_g, log_n, segment, weights, data, params, deviations=False)
@@ -330,7 +328,10 @@ def _transfers(
     order = np.argsort(ended_at[rows], kind="stable")
     cut = (2 * order.size) // 3
     older, newer = order[:cut], order[cut:]
-    fitted = robust_within(x[older], y[older], w[older], groups[older], len(design.terms), params)
+    fitted = robust_within(
+        x[older], y[older], w[older], groups[older], len(design.terms), params,
+        local_groups=design.deviating_codes,
+    )  # fmt: skip
     if fitted is None:
         return False
     beta = fitted.beta
