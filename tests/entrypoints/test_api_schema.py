@@ -36,3 +36,30 @@ def test_every_operation_keeps_its_published_contract(case: Any) -> None:
     case.call_and_validate(
         headers={"Authorization": f"Bearer {TOKEN}"}, excluded_checks=[positive_data_acceptance]
     )
+
+
+def test_the_openapi_document_is_valid_tagged_and_says_every_media_type() -> None:
+    """Issue 22 item 6 (part): openapi-spec-validator accepts /openapi.json; every operation
+    has a tag (its area); `/` is HTML and `/metrics` Prometheus text, said so."""
+    from fastapi.testclient import TestClient
+    from openapi_spec_validator import validate
+
+    with TestClient(create_app(fake_app().app)) as client:
+        document = client.get("/openapi.json").json()
+
+    validate(document)
+    operations = [
+        (path, method, operation)
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+    ]
+    assert [(p, m) for p, m, op in operations if not op.get("tags")] == []
+    assert set(document["paths"]["/"]["get"]["responses"]["200"]["content"]) == {"text/html"}
+    metrics = document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    assert set(metrics) == {"text/plain"} and metrics["text/plain"]["schema"] == {"type": "string"}
+    assert {tag["name"] for tag in document["tags"]} == {
+        "planning",
+        "the loop",
+        "operations",
+        "dashboard",
+    }

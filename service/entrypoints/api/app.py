@@ -84,6 +84,12 @@ def create_app(
         responses=ERROR_RESPONSES,
         docs_url=None,  # FastAPI's pages load from a CDN; these ship with the install
         redoc_url=None,
+        openapi_tags=[
+            {"name": "planning", "description": "Estimates, plans, sensitivity, the catalog"},
+            {"name": "the loop", "description": "History, accuracy, factors, refit, passes"},
+            {"name": "operations", "description": "Liveness, readiness, metrics, MLflow links"},
+            {"name": "dashboard", "description": "The page at /"},
+        ],
     )
     install_offline_docs(api)
     api.state.reckon = app

@@ -11,7 +11,7 @@ from service.domain.records import ACCURACY_GROUPINGS
 from service.entrypoints.api.deps import GUARDED, App
 from service.presenters import json_loop, json_views
 
-router = APIRouter()
+router = APIRouter(tags=["the loop"])
 JSON = dict[str, Any]
 
 

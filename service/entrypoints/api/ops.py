@@ -10,7 +10,7 @@ from service.entrypoints.api.deps import App
 from service.presenters import dashboard, json_loop
 from service.presenters.metrics import metrics_response
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 
 
 @router.get("/livez", summary="Liveness: the process answers (no database, no MLflow)")
@@ -24,7 +24,17 @@ def healthz(app: App) -> JSONResponse:
     return JSONResponse(json_loop.health_view(health), 200 if health.ready else 503)
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The Prometheus text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
 def metrics(app: App) -> Response:
     body, content_type = metrics_response(app.queries.metrics())
     return Response(body, media_type=content_type)
@@ -35,6 +45,11 @@ def mlflow_links(app: App) -> dict[str, str | None]:
     return json_loop.mlflow_links_view(app.operations.mlflow_ui_url())
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+@router.get(
+    "/",
+    summary="The dashboard (one self-contained HTML page)",
+    response_class=HTMLResponse,
+    tags=["dashboard"],
+)
 def dashboard_page() -> HTMLResponse:
     return HTMLResponse(dashboard.page())

@@ -13,7 +13,7 @@ from service.entrypoints.api.deps import GUARDED, App
 from service.entrypoints.api.models import EstimateBody, EstimateQuery, PlanQuery
 from service.presenters import json_views
 
-router = APIRouter()
+router = APIRouter(tags=["planning"])
 JSON = dict[str, Any]
 
 
