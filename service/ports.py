@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from service.domain.records import (
+    HistoryQuery,
     ObservedRun,
     PassRecord,
     PendingTags,
@@ -188,11 +189,12 @@ class ReconciliationStore(Protocol):
         self, items: Sequence[Reconciliation], *, pass_id: int | None, now: datetime
     ) -> None:
         """`pass_id` None: written outside a pass (an unlink recomputing one)."""
-        ...
 
     def history(
         self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None
     ) -> list[Reconciliation]: ...
+
+    def page(self, query: HistoryQuery) -> tuple[list[Reconciliation], int]: ...
 
     def count(self) -> int: ...
 
@@ -200,7 +202,6 @@ class ReconciliationStore(Protocol):
 
     def delete(self, estimate_ids: Sequence[str]) -> None:
         """Forget these estimates' reconciliations (their runs were unlinked)."""
-        ...
 
 
 class SkipStore(Protocol):

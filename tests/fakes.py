@@ -22,6 +22,7 @@ from service.domain.hardware import build_catalog
 from service.domain.records import (
     ESTIMATE_TAG,
     TERMINAL_STATUSES,
+    HistoryQuery,
     ObservedRun,
     PassRecord,
     PendingTags,
@@ -269,6 +270,32 @@ class _Reconciliations:
             if (since is None or item.ended_at >= since) and (gpu is None or item.gpu == gpu)
         ]
         return sorted(rows, key=lambda item: item.ended_at, reverse=True)[:limit]
+
+    def page(self, query: HistoryQuery) -> tuple[list[Reconciliation], int]:
+        found = query.search.lower() if query.search else None
+        rows = [
+            item
+            for item in self.history(since=query.since, gpu=query.gpu)
+            if found is None
+            or any(
+                found in text.lower()
+                for text in (item.estimate_id, item.label or "", ",".join(item.run_ids),
+                             item.gpu, item.precision)
+            )
+        ]  # fmt: skip
+
+        def key(row: Reconciliation) -> tuple[float, str]:
+            value = {
+                "newest": -row.ended_at.timestamp(),
+                "oldest": row.ended_at.timestamp(),
+                "worst": -row.abs_error_pct,
+                "best": row.abs_error_pct,
+            }[query.sort]
+            return value, row.estimate_id
+
+        ordered = sorted(rows, key=key)
+        end = None if query.limit is None else query.offset + query.limit
+        return ordered[query.offset : end], len(rows)
 
     def count(self) -> int:
         return len(self.state.reconciliations)

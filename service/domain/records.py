@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from service.domain.errors import InputError
 from service.domain.values import Estimate, Interval, Recompute
 
 # --- observed runs (MLflow) ----------------------------------------------------------------
@@ -164,6 +165,45 @@ class Skip:
     reason: str
     detail: str
     estimate_id: str | None = None
+
+
+# How `reckon history` and GET /v1/history order their rows: newest or oldest run end first,
+# or the largest or smallest miss (|error|) first.
+HISTORY_SORTS = ("newest", "oldest", "worst", "best")
+SEARCH_MAX_CHARS = 200
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    """Which reconciliations a history read returns: ended since, on one GPU, whose estimate
+    id, label, run ids, GPU or precision contain `search` (case-insensitive), in `sort`
+    order, `limit` of them after the first `offset`."""
+
+    since: datetime | None = None
+    gpu: str | None = None
+    search: str | None = None
+    sort: str = "newest"
+    limit: int | None = None
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sort not in HISTORY_SORTS:
+            raise InputError(
+                f"cannot sort history by {self.sort!r}; use one of {', '.join(HISTORY_SORTS)}"
+            )
+        if self.offset < 0:
+            raise InputError(f"offset must be 0 or more, not {self.offset}")
+        if self.search is not None and len(self.search) > SEARCH_MAX_CHARS:
+            raise InputError(f"search text longer than {SEARCH_MAX_CHARS} characters")
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """One page of the history: its rows, how many match the query in all, the query."""
+
+    rows: list[Reconciliation]
+    total: int
+    query: HistoryQuery
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 from service.domain.comparison import human_line
 from service.domain.hardware import GpuSpec
 from service.domain.inputs import ESTIMATE_INPUTS
-from service.domain.records import Reconciliation, RunningProjection, SavedEstimate
+from service.domain.records import (
+    HistoryPage,
+    Reconciliation,
+    RunningProjection,
+    SavedEstimate,
+)
 from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
 from service.presenters.wording import (
@@ -290,6 +295,20 @@ def hardware_view(specs: list[GpuSpec]) -> JSON:
 
 def history_view(rows: list[Reconciliation]) -> JSON:
     return {"history": [reconciliation_view(row) for row in rows]}
+
+
+def history_page_view(page: HistoryPage) -> JSON:
+    """GET /v1/history and `reckon history --json`: the rows, how many match in all, and the
+    paging and order they came in."""
+    query = page.query
+    return {
+        **history_view(page.rows),
+        "total": page.total,
+        "offset": query.offset,
+        "limit": query.limit,
+        "sort": query.sort,
+        "search": query.search,
+    }
 
 
 def estimates_view(saved: list[SavedEstimate]) -> JSON:

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from service.domain.comparison import human_line
-from service.domain.records import Reconciliation, RunningProjection
+from service.domain.records import HistoryPage, Reconciliation, RunningProjection
 from service.domain.units import counted, format_duration
 from service.presenters.wording import (
     FELL_BACK,
@@ -68,6 +68,19 @@ def history_text(rows: list[Reconciliation]) -> str:
             f" (observed/predicted {row.ratio:.3f}){factors}{extra}"
         )
     return "\n".join(lines)
+
+
+def history_page_text(page: HistoryPage) -> str:
+    """`history_text`, and where the page sits when it is not all there is."""
+    text = history_text(page.rows)
+    shown = len(page.rows)
+    if shown < page.total:
+        first = page.query.offset + 1
+        text += (
+            f"\nrows {first:,}-{page.query.offset + shown:,} of {page.total:,} "
+            "(--offset and --limit page through them)"
+        )
+    return text
 
 
 def running_text(items: list[RunningProjection]) -> str:

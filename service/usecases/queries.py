@@ -8,7 +8,13 @@ import math
 import statistics
 from datetime import datetime
 
-from service.domain.records import ACCURACY_ALIASES, Reconciliation, RunningProjection
+from service.domain.records import (
+    ACCURACY_ALIASES,
+    HistoryPage,
+    HistoryQuery,
+    Reconciliation,
+    RunningProjection,
+)
 from service.ports import RunSource, UnitOfWork
 from service.usecases.context import Context
 from service.usecases.results.loop import Jobs, Snapshot
@@ -116,6 +122,27 @@ class Queries:
     ) -> list[Reconciliation]:
         c = self._context
         return history(c.adapters.reader(), since=c.since(since), gpu=c.gpu_name(gpu), limit=limit)
+
+    def history_page(
+        self,
+        *,
+        since: str | None = None,
+        gpu: str | None = None,
+        search: str | None = None,
+        sort: str = "newest",
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> HistoryPage:
+        """A page of the history, searched and sorted in the database, and how many rows
+        match in all (what a table pages through)."""
+        c = self._context
+        query = HistoryQuery(
+            since=c.since(since), gpu=c.gpu_name(gpu), search=search or None, sort=sort,
+            limit=limit, offset=offset,
+        )  # fmt: skip
+        with c.adapters.reader() as uow:
+            rows, total = uow.reconciliations.page(query)
+        return HistoryPage(rows, total, query)
 
     def accuracy(self, *, by: str | None = None, since: str | None = None) -> Accuracy:
         from service.usecases.accuracy import accuracy

@@ -12,6 +12,7 @@ from sqlalchemy import Integer, String, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from service.adapters.db.columns import UtcDateTime
+from service.adapters.db.history_sql import HISTORY_ORDER, history_conditions
 from service.adapters.db.sets import among
 from service.adapters.db.tables import (
     EstimateRow,
@@ -26,6 +27,7 @@ from service.adapters.db.upsert import replace_staged, upsert, upsert_from
 from service.domain.records import (
     EstimateKind,
     FactorsKind,
+    HistoryQuery,
     ObservedRun,
     Reconciliation,
 )
@@ -280,20 +282,32 @@ class ReconciliationRepository:
         gpu: str | None = None,
         limit: int | None = None,
     ) -> list[Reconciliation]:
-        query = (
+        return self._rows(HistoryQuery(since=since, gpu=gpu, limit=limit))
+
+    def page(self, query: HistoryQuery) -> tuple[list[Reconciliation], int]:
+        """One page of the history (filters, search, order) and how many rows match."""
+        total = self._session.scalar(
+            select(func.count())
+            .select_from(ReconciliationRow)
+            .outerjoin(EstimateRow, EstimateRow.id == ReconciliationRow.estimate_id)
+            .where(*history_conditions(query))
+        )
+        return self._rows(query), int(total or 0)
+
+    def _rows(self, query: HistoryQuery) -> list[Reconciliation]:
+        ordered = (
             select(ReconciliationRow, EstimateRow.label)
             .outerjoin(EstimateRow, EstimateRow.id == ReconciliationRow.estimate_id)
-            .order_by(ReconciliationRow.ended_at.desc(), ReconciliationRow.estimate_id)
+            .where(*history_conditions(query))
+            .order_by(*HISTORY_ORDER[query.sort], ReconciliationRow.estimate_id)
         )
-        if since is not None:
-            query = query.where(ReconciliationRow.ended_at >= since)
-        if gpu is not None:
-            query = query.where(ReconciliationRow.gpu == gpu)
-        if limit is not None:
-            query = query.limit(limit)
+        if query.limit is not None:
+            ordered = ordered.limit(query.limit)
+        if query.offset:
+            ordered = ordered.offset(query.offset)
         return [
             dataclasses.replace(_reconciliation(row), label=label)
-            for row, label in self._session.execute(query)
+            for row, label in self._session.execute(ordered)
         ]
 
     def count(self) -> int:

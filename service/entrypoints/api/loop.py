@@ -7,11 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from service.domain.records import ACCURACY_GROUPINGS
+from service.domain.records import ACCURACY_GROUPINGS, HISTORY_SORTS, SEARCH_MAX_CHARS
 from service.entrypoints.api.deps import GUARDED, App
 from service.presenters import json_loop, json_views
 
 router = APIRouter(tags=["the loop"])
+SORTS = "^(" + "|".join(HISTORY_SORTS) + ")$"
 JSON = dict[str, Any]
 
 
@@ -21,8 +22,23 @@ def history(
     since: str | None = None,
     gpu: str | None = None,
     limit: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    sort: Annotated[
+        str, Query(description="newest, oldest, worst or best (|error|)", pattern=SORTS)
+    ] = "newest",
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=SEARCH_MAX_CHARS,
+            description="only rows whose estimate id, label, run ids, GPU or precision "
+            "contain this (case-insensitive)",
+        ),
+    ] = None,
 ) -> JSON:
-    return json_views.history_view(app.queries.history(since=since, gpu=gpu, limit=limit))
+    page = app.queries.history_page(
+        since=since, gpu=gpu, search=q, sort=sort, limit=limit, offset=offset
+    )
+    return json_views.history_page_view(page)
 
 
 @router.get("/v1/accuracy", summary="Prediction accuracy, raw and calibrated")

@@ -7,7 +7,7 @@ import sys
 import click
 
 from service.domain.errors import ConflictError
-from service.domain.records import ACCURACY_ALIASES, ACCURACY_GROUPINGS
+from service.domain.records import ACCURACY_ALIASES, ACCURACY_GROUPINGS, HISTORY_SORTS
 from service.entrypoints.cli.base import application, cli, json_option, output
 from service.presenters import json_loop, json_views, text_loop
 
@@ -49,11 +49,30 @@ def running_command(as_json: bool) -> None:
 @click.option("--since", default=None, help="Only runs that ended after this date.")
 @click.option("--gpu", default=None, help="Only this GPU model.")
 @click.option("--limit", type=click.IntRange(1, 1_000_000), default=None, help="At most N rows.")
+@click.option("--offset", type=click.IntRange(0), default=0, help="Skip the first N rows.")
+@click.option(
+    "--sort", type=click.Choice(HISTORY_SORTS), default="newest", show_default=True,
+    help="Run end (newest, oldest) or |error| (worst, best) first.",
+)  # fmt: skip
+@click.option(
+    "--search", default=None, help="Only rows whose estimate id, label, run ids, GPU or "
+    "precision contain this (case-insensitive).",
+)  # fmt: skip
 @json_option
-def history(since: str | None, gpu: str | None, limit: int | None, as_json: bool) -> None:
-    """Predicted against observed, per estimate, newest first."""
-    rows = application().queries.history(since=since, gpu=gpu, limit=limit)
-    output(as_json, rows, json_views.history_view, text_loop.history_text)
+def history(
+    since: str | None,
+    gpu: str | None,
+    limit: int | None,
+    offset: int,
+    sort: str,
+    search: str | None,
+    as_json: bool,
+) -> None:
+    """Predicted against observed, per estimate, newest first (or --sort)."""
+    page = application().queries.history_page(
+        since=since, gpu=gpu, search=search, sort=sort, limit=limit, offset=offset
+    )
+    output(as_json, page, json_views.history_page_view, text_loop.history_page_text)
 
 
 @cli.command()
