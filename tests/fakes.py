@@ -276,12 +276,13 @@ class _Reconciliations:
         rows = [
             item
             for item in self.history(since=query.since, gpu=query.gpu)
-            if found is None
+            if (query.precision is None or item.precision == query.precision)
+            and (found is None
             or any(
                 found in text.lower()
                 for text in (item.estimate_id, item.label or "", ",".join(item.run_ids),
                              item.gpu, item.precision)
-            )
+            ))
         ]  # fmt: skip
 
         def key(row: Reconciliation) -> tuple[float, str]:

@@ -183,6 +183,7 @@ class HistoryQuery:
     gpu: str | None = None
     search: str | None = None
     sort: str = "newest"
+    precision: str | None = None  # with `gpu`: one segment
     limit: int | None = None
     offset: int = 0
 

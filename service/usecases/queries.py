@@ -132,13 +132,14 @@ class Queries:
         sort: str = "newest",
         limit: int | None = None,
         offset: int = 0,
+        precision: str | None = None,
     ) -> HistoryPage:
         """A page of the history, searched and sorted in the database, and how many rows
         match in all (what a table pages through)."""
         c = self._context
         query = HistoryQuery(
             since=c.since(since), gpu=c.gpu_name(gpu), search=search or None, sort=sort,
-            limit=limit, offset=offset,
+            limit=limit, offset=offset, precision=precision or None,
         )  # fmt: skip
         with c.adapters.reader() as uow:
             rows, total = uow.reconciliations.page(query)

@@ -754,15 +754,8 @@ def api_stub(routes: Routes) -> Iterator[Stub]:
             status, body = routes.get(
                 f"{parts.path}?by={by}", routes.get(parts.path, (404, {"detail": "Not Found"}))
             )
-            if parts.path == "/v1/history" and "since" in query and isinstance(body, dict):
-                since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
-                body = {
-                    "history": [
-                        row
-                        for row in body["history"]
-                        if datetime.fromisoformat(row["ended_at"]) >= since
-                    ]
-                }
+            if parts.path == "/v1/history" and isinstance(body, dict) and "history" in body:
+                body = history_page(body["history"], query)
             self._send(status, "application/json", json.dumps(body).encode())
 
         def _send(self, status: int, content_type: str, body: bytes) -> None:
@@ -784,6 +777,31 @@ def api_stub(routes: Routes) -> Iterator[Stub]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def history_page(rows: list[dict[str, Any]], query: dict[str, list[str]]) -> dict[str, Any]:
+    """What the real /v1/history answers: `since`, `gpu`, `precision`, `q` filter; `sort`
+    orders; `offset`/`limit` page; `total` counts the matches."""
+    one = {key: values[0] for key, values in query.items()}
+    if "since" in one:
+        since = datetime.fromisoformat(one["since"].replace("Z", "+00:00"))
+        rows = [row for row in rows if datetime.fromisoformat(row["ended_at"]) >= since]
+    for key in ("gpu", "precision"):
+        if key in one:
+            rows = [row for row in rows if row[key] == one[key]]
+    if "q" in one:
+        found = one["q"].lower()
+        rows = [
+            r for r in rows if found in (r["estimate_id"] + " " + (r.get("label") or "")).lower()
+        ]
+    order = one.get("sort", "newest")
+    if order in ("newest", "oldest"):
+        rows = sorted(rows, key=lambda r: r["ended_at"], reverse=order == "newest")
+    else:
+        rows = sorted(rows, key=lambda r: abs(r["error_pct"]), reverse=order == "worst")
+    offset = int(one.get("offset", 0))
+    limit = int(one["limit"]) if "limit" in one else len(rows)
+    return {"history": rows[offset : offset + limit], "total": len(rows), "offset": offset}
 
 
 def segments_drawn(page: Page, panel: str) -> list[str]:
@@ -1142,4 +1160,54 @@ def test_the_headline_and_each_panel_say_what_is_served_where_calibration_fell_b
     assert factor_tags["mi300x/bf16"] == "raw" and factor_tags["h100-sxm/fp8"] == "by_hand"
     assert factor_tags["a100-80gb"] == "calibrated"
     assert "worse than raw here: fell back to raw" in verdict
+    keep_screenshot(capsys, screenshot)
+
+
+def test_the_history_table_pages_sorts_and_searches_on_the_server(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 22 item 7: the table showed the 15 newest of all rows and could not page, sort
+    # by error or search; now each is a GET v1/history query, kept in the URL.
+    screenshot = tmp_path / "dashboard-history-pages.png"
+    ids = "[...document.querySelectorAll('#table-history tr[data-estimate-id]')]" \
+        ".map((e) => e.dataset.estimateId)"  # fmt: skip
+
+    with api_stub(canned_routes()) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        first = page.evaluate(ids)
+        range_text = text_of(page, "#history-range")
+        page.click("#history-next")
+        shown_first = json.dumps(json.dumps(first, separators=(",", ":")))
+        page.wait_for(f"{ids}.length && JSON.stringify({ids}) !== {shown_first}")
+        second = page.evaluate(ids)
+        paged_query = query_of(page)
+        page.select("#history-sort", "worst")
+        page.wait_for("new URLSearchParams(location.search).get('sort') === 'worst'")
+        page.wait_for(f"{ids}.length === 15")
+        worst = page.evaluate(ids)
+        page.fill("#history-q", "sweep")
+        page.evaluate("document.getElementById('history-q')"
+                      ".dispatchEvent(new Event('change'))")  # fmt: skip
+        page.wait_for("new URLSearchParams(location.search).get('q') === 'sweep'")
+        page.wait_for(f"{ids}.length > 0 && {ids}.length < 15")
+        searched = page.evaluate(ids)
+        page.screenshot(screenshot)
+        page.goto(f"{stub.base}/?sort=best&page=2")
+        page.wait_drawn()
+        reopened = page.evaluate(ids)
+
+    newest = sorted(RUNS, key=lambda r: r["ended_at"], reverse=True)
+    by_miss = sorted(RUNS, key=lambda r: abs(r["error_pct"]))
+    assert first == [r["estimate_id"] for r in newest[:15]]
+    assert range_text == f"rows 1–15 of {len(RUNS)}"
+    assert second == [r["estimate_id"] for r in newest[15:30]]
+    assert paged_query == {"page": ["2"]}
+    assert worst == [r["estimate_id"] for r in reversed(by_miss)][:15]
+    labelled = [r["estimate_id"] for r in RUNS if "sweep" in (r.get("label") or "")]
+    assert searched and set(searched) <= set(labelled)
+    assert reopened == [r["estimate_id"] for r in by_miss[15:30]]
+    sent = stub.sent("/v1/history")
+    assert any(query.get("sort") == ["worst"] and query.get("offset") == ["0"] for query in sent)
+    assert any(query.get("q") == ["sweep"] for query in sent)
     keep_screenshot(capsys, screenshot)

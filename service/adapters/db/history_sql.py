@@ -25,6 +25,8 @@ def history_conditions(query: HistoryQuery) -> list[Any]:
         conditions.append(ReconciliationRow.ended_at >= query.since)
     if query.gpu is not None:
         conditions.append(ReconciliationRow.gpu == query.gpu)
+    if query.precision is not None:
+        conditions.append(ReconciliationRow.precision == query.precision)
     if query.search:
         pattern = "%" + _escaped(query.search.lower()) + "%"
         searched = (

@@ -21,6 +21,9 @@ def history(
     app: App,
     since: str | None = None,
     gpu: str | None = None,
+    precision: Annotated[
+        str | None, Query(max_length=32, description="with gpu: a segment")
+    ] = None,
     limit: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     sort: Annotated[
@@ -36,7 +39,7 @@ def history(
     ] = None,
 ) -> JSON:
     page = app.queries.history_page(
-        since=since, gpu=gpu, search=q, sort=sort, limit=limit, offset=offset
+        since=since, gpu=gpu, search=q, sort=sort, limit=limit, offset=offset, precision=precision
     )
     return json_views.history_page_view(page)
 
