@@ -25,16 +25,10 @@ MIN_SIGMA = 0.03  # a hand entry's σ of log wall time is never narrower than th
 MIN_SPREAD_TARGETS = 10  # hand residuals below which an entry keeps the prior's spread
 
 
-def segment_codes(data: ObservationArrays) -> IntArray:
-    """One code per gpu/precision (recompute ignored: a team's median does not split it)."""
-    codes: IntArray = data.gpu * len(data.precision_names) + data.precision
-    return codes
-
-
 def hand_effective(data: ObservationArrays, history: IntArray, targets: IntArray) -> FloatArray:
-    """Per target row: the median e of its gpu/precision over the `history` rows; NaN where
-    the history holds none."""
-    codes = segment_codes(data)
+    """Per target row: the median e of its gpu/precision (recompute ignored: a team's median
+    does not split it) over the `history` rows; NaN where the history holds none."""
+    codes = scaling.segment_codes(data)
     target_codes = codes[targets]
     history_codes = codes[history]
     result = np.full(targets.size, np.nan)
@@ -42,6 +36,14 @@ def hand_effective(data: ObservationArrays, history: IntArray, targets: IntArray
         members = history[history_codes == code]
         if members.size:
             result[target_codes == code] = float(np.median(data.effective_utilization[members]))
+    return result
+
+
+def hand_log_ratio(observed: FloatArray, hand: FloatArray, raw: Factors) -> FloatArray:
+    """log(predicted/observed wall) of the hand baseline per target: `observed` e against
+    its `hand_effective` (raw's e where that is NaN: no earlier run to look at)."""
+    raw_effective = raw.utilization * (1.0 - raw.overhead)
+    result: FloatArray = np.log(observed) - np.log(np.where(np.isnan(hand), raw_effective, hand))
     return result
 
 
@@ -67,29 +69,24 @@ def hand_entry(
         return raw_entry(entry, raw, prior)
     effective = float(np.median(data.effective_utilization[rows]))
     hand = Factors(utilization=min(effective / (1.0 - raw.overhead), 1.0), overhead=raw.overhead)
-    base = raw_factors(entry.segment, entry.level, hand, prior)
     low = high = prior.log_sigma
     if residuals.size >= MIN_SPREAD_TARGETS:
         low = max(float(np.quantile(residuals, 0.9)), MIN_SIGMA * Z90) / Z90
         high = max(-float(np.quantile(residuals, 0.1)), MIN_SIGMA * Z90) / Z90
     spread = math.exp(Z90 * max(low, high))
     return replace(
-        base,
+        raw_entry(entry, hand, prior),
         utilization_p10=min(hand.utilization / spread, 1.0),
         utilization_p90=min(hand.utilization * spread, 1.0),
         log_sigma=max(low, high),
         log_sigma_low=low,
         log_sigma_high=high,
-        n=entry.n,
-        n_throughput=entry.n_throughput,
-        combined_only=entry.combined_only,
-        fallback=True,
         by_hand=True,
     )
 
 
 def raw_entry(entry: SegmentFactors, raw: Factors, prior: Prior) -> SegmentFactors:
-    """`entry` fallen back to raw: the raw factors at the prior's wide spread."""
+    """`entry` fallen back to `raw` factors at the prior's wide spread (its n kept)."""
     return replace(
         raw_factors(entry.segment, entry.level, raw, prior),
         n=entry.n,

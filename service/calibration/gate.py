@@ -29,7 +29,7 @@ from service.calibration.model import (
     precision_key,
 )
 from service.calibration.observations import ObservationArrays
-from service.calibration.resamples import Resamples, worse_share
+from service.calibration.resamples import TIE, Resamples, worse_share
 from service.calibration.robust import BoolArray, FloatArray, IntArray
 from service.domain.values import Factors
 
@@ -40,7 +40,6 @@ WORSE_CONFIDENCE = 0.9  # share of resamples in which calibrated must stay worse
 # A whole set loses to the hand baseline only beyond this (measured on the growing
 # organisation, seeds 1-4: 0.9 → 1.64× the oracle, 0.99 → 1.63×, a strict comparison 1.70×).
 SET_WORSE_CONFIDENCE = 0.99
-_TIE = 1e-9
 _WORSE_THAN_RAW = "calibrated backtest worse than the uncalibrated prediction"
 _WORSE_THAN_HAND = "calibrated backtest worse than the hand baseline (median observed factor)"
 _RAW_EVERYWHERE = (
@@ -82,11 +81,12 @@ def assess(
     and the hand baseline (service.calibration.by_hand); a key that calibration loses to
     falls back to the better of the two there."""
     targets = data.take(detail.rows)
-    observed = np.log(targets.effective_utilization)
-    raw_effective = raw.utilization * (1.0 - raw.overhead)
-    raw_log_ratio = observed - math.log(raw_effective)
-    hand = np.where(np.isnan(detail.hand_effective), raw_effective, detail.hand_effective)
-    hand_log_ratio = observed - np.log(hand)
+    raw_log_ratio = np.log(targets.effective_utilization) - math.log(
+        raw.utilization * (1.0 - raw.overhead)
+    )
+    hand_log_ratio = by_hand.hand_log_ratio(
+        targets.effective_utilization, detail.hand_effective, raw
+    )
     calibrated = calibrate(fitted, detail.residuals(), params.thin_n)
     cal_inside = _calibrated_inside(detail)
     keys_of = target_keys(targets)
@@ -137,7 +137,7 @@ def assess(
             not blind_enough(active_score)
             or active_score.median_ape is None
             or baseline_recent.median_ape is None
-            or active_score.median_ape > baseline_recent.median_ape * (1 + _TIE)
+            or active_score.median_ape > baseline_recent.median_ape * (1 + TIE)
         )
         if active_loses:
             activate, reason = True, _HAND_EVERYWHERE if to_hand else _RAW_EVERYWHERE
@@ -166,7 +166,7 @@ def _better(hand: BacktestResult, raw: BacktestResult) -> bool:
     return (
         hand.median_ape is not None
         and raw.median_ape is not None
-        and hand.median_ape < raw.median_ape * (1 - _TIE)
+        and hand.median_ape < raw.median_ape * (1 - TIE)
     )
 
 
@@ -228,19 +228,19 @@ def _decide(
 ) -> tuple[bool, str]:
     if candidate.median_ape is None or raw.median_ape is None:
         return False, "no backtest targets: nothing shows it beats raw"
-    if candidate.median_ape > raw.median_ape * (1 + _TIE):
+    if candidate.median_ape > raw.median_ape * (1 + TIE):
         return False, _WORSE_THAN_RAW
     if (
         hand is not None
         and hand.median_ape is not None
-        and candidate.median_ape > hand.median_ape * (1 + _TIE)
+        and candidate.median_ape > hand.median_ape * (1 + TIE)
     ):
         return False, _WORSE_THAN_HAND
     if (
         blind_enough(active)
         and active.median_ape is not None
         and candidate_recent.median_ape is not None
-        and candidate_recent.median_ape > active.median_ape * (1 + _TIE)
+        and candidate_recent.median_ape > active.median_ape * (1 + TIE)
     ):
         return False, "backtest worse than the active set"
     return True, "backtest no worse than raw and the active set"
@@ -300,7 +300,7 @@ class Evidence:
         return (
             self.calibrated is not None
             and self.raw is not None
-            and (self.calibrated > self.raw * (1 + _TIE))
+            and (self.calibrated > self.raw * (1 + TIE))
         )
 
 
@@ -353,7 +353,7 @@ def evidence_against(
             baseline = all_baseline[index]
             uncalibrated = float(np.median(baseline))
             share = 0.0
-            if calibrated > uncalibrated * (1 + _TIE):
+            if calibrated > uncalibrated * (1 + TIE):
                 resampled = resampled or Resamples(errors)
                 share = resampled.worse_share(baseline)
             worse = share >= WORSE_CONFIDENCE

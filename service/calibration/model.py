@@ -153,6 +153,13 @@ class SegmentFactors:
     def effective(self) -> float:
         return self.utilization * (1.0 - self.overhead)
 
+    @property
+    def fallback_to(self) -> str | None:
+        """What a fallen-back entry serves ("raw" or "by_hand"); None when it did not."""
+        if not self.fallback:
+            return None
+        return "by_hand" if self.by_hand else "raw"
+
 
 @dataclass(frozen=True)
 class Prior:

@@ -9,7 +9,7 @@ from service.calibration.robust import FloatArray
 
 BOOTSTRAP_RESAMPLES = 400
 _BOOTSTRAP_SEED = 20261201
-_TIE = 1e-9
+TIE = 1e-9  # relative: medians this close are equal
 
 
 def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
@@ -45,5 +45,5 @@ class Resamples:
         return result
 
     def worse_share(self, baseline: FloatArray) -> float:
-        worse = self._medians > self.medians(baseline) * (1 + _TIE)
+        worse = self._medians > self.medians(baseline) * (1 + TIE)
         return float(np.mean(worse))

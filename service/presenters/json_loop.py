@@ -12,7 +12,6 @@ from service.presenters.json_views import JSON, iso_time
 from service.presenters.wording import (
     NO_FACTOR_SET,
     accuracy_configuration_note,
-    fallback_to,
     is_thin,
     not_fallen_back_note,
 )
@@ -90,7 +89,7 @@ def segment_view(factors: SegmentFactors) -> JSON:
     return {
         **fields_of(factors),
         "effective": factors.effective,
-        "fallback_to": fallback_to(factors),
+        "fallback_to": factors.fallback_to,
     }
 
 

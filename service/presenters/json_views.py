@@ -19,7 +19,6 @@ from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
 from service.presenters.wording import (
     configuration_note,
-    fallback_to,
     projected_finish,
     running_line,
 )
@@ -109,7 +108,7 @@ def plan_answer_view(answer: PlanAnswer) -> JSON:
         "factor_source": wall.factors.level,
         "factor_segment": wall.factors.segment,
         "fallback": wall.factors.fallback,
-        "fallback_to": fallback_to(wall.factors),
+        "fallback_to": wall.factors.fallback_to,
         "extrapolated": list(wall.extrapolated),
     }
 
@@ -258,7 +257,7 @@ def calibrated_view(result: Calibrated) -> JSON:
         "factor_n": factors.n,
         "combined_only": factors.combined_only,
         "fallback": factors.fallback,
-        "fallback_to": fallback_to(factors),
+        "fallback_to": factors.fallback_to,
         "extrapolated": list(result.extrapolated),
     }
 

@@ -29,13 +29,6 @@ FELL_BACK = {
 }
 
 
-def fallback_to(entry: SegmentFactors) -> str | None:
-    """What a fallen-back entry serves ("raw" or "by_hand"); None when it did not fall back."""
-    if not entry.fallback:
-        return None
-    return "by_hand" if entry.by_hand else "raw"
-
-
 def backtest_line(chosen: FactorSet) -> str:
     """Which figures a factor set's backtest scores are, so they are not read as
     `reckon accuracy`'s (every forecast since the first, scored apart from imported runs)."""
@@ -58,7 +51,7 @@ def percent_or_na(value: float | None) -> str:
 
 def fell_back_note(entry: SegmentFactors) -> str:
     """ " (fell back to ...)" after a fallen-back entry's name; "" otherwise."""
-    kind = fallback_to(entry)
+    kind = entry.fallback_to
     return "" if kind is None else f" ({FELL_BACK[kind]})"
 
 

@@ -16,10 +16,9 @@ from datetime import datetime
 
 import numpy as np
 
-from service.calibration import backtest, fit, gate
+from service.calibration import backtest, by_hand, fit, gate
 from service.calibration.model import FactorSet, FitParameters, Prior
 from service.calibration.observations import ObservationArrays
-from service.calibration.robust import FloatArray
 from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
 from service.domain.errors import InputError
 from service.domain.records import Reconciliation
@@ -76,7 +75,9 @@ def accuracy(
             detail.rows.tolist(),
             detail.log_ratio.tolist(),
             detail.inside.tolist(),
-            _hand_log_ratio(data, detail).tolist(),
+            by_hand.hand_log_ratio(
+                data.effective_utilization[detail.rows], detail.hand_effective, Factors()
+            ).tolist(),
             strict=True,
         ):
             calibrated[estimate_ids[row]] = _Point(log_ratio, bool(inside))
@@ -98,15 +99,6 @@ def accuracy(
         config_differs=sum(1 for item in history if item.config_check == CONFIG_DIFFERS),
         config_from_plan=sum(1 for item in history if item.config_check == CONFIG_FROM_PLAN),
     )
-
-
-def _hand_log_ratio(data: ObservationArrays, detail: backtest.TargetErrors) -> FloatArray:
-    """Per backtest target, log(predicted/observed wall) of the hand baseline (the defaults
-    where its gpu/precision had no earlier run)."""
-    default = Factors()
-    hand = np.nan_to_num(detail.hand_effective, nan=default.utilization * (1 - default.overhead))
-    result: FloatArray = np.log(data.effective_utilization[detail.rows]) - np.log(hand)
-    return result
 
 
 def _evidence(
@@ -187,9 +179,8 @@ def _fallback(
     if by not in ("gpu_type", "segment"):
         return None, None
     entry = None if active is None else active.segments.get(group)
-    if entry is None or not entry.fallback:
-        return False, None
-    return True, "by_hand" if entry.by_hand else "raw"
+    kind = None if entry is None else entry.fallback_to
+    return kind is not None, kind
 
 
 def _scores(points: Iterable[_Point]) -> Scores:
