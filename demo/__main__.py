@@ -8,8 +8,9 @@ The history: the published training runs in service/data/published_runs.csv (wit
 sources), each planned the way a planner would have (u = 0.4, no overhead) and observed as
 published; the article's example (a recorded prediction of 3.5 days, a run of 80 hours);
 and a simulated year of one team's jobs on A100s and H100s with noise, restarts and a few
-runs that logged no throughput. Everything lives in .demo/ and is removed afterwards unless
---keep is given.
+runs that logged no throughput. Everything lives in .demo/ (or --root DIR) and is removed
+afterwards unless --keep is given. An earlier demo in the same folder is replaced: two demos
+at once need two roots (the tests give each its own).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from service.domain.inputs import RawInputs
 from service.domain.records import ESTIMATE_TAG
 from service.entrypoints.scheduler import nightly_pass
 
-ROOT = Path(__file__).resolve().parents[1] / ".demo"
+DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".demo"
 METRIC = "tokens_per_second"
 DAY = timedelta(days=1)
 
@@ -192,19 +193,29 @@ def reckon(*argv: str, env: dict[str, str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run Reckon end to end on this machine.")
-    parser.add_argument("--keep", action="store_true", help="keep .demo/ afterwards")
+    parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=DEFAULT_ROOT,
+        help="where the MLflow server and the database live (an earlier demo there is "
+        "replaced; default .demo/)",
+    )
     args = parser.parse_args()
-    shutil.rmtree(ROOT, ignore_errors=True)
-    ROOT.mkdir(parents=True)
+    root = args.root.resolve()
+    if root.is_dir() and any(root.iterdir()) and not (root / "mlflow").is_dir():
+        parser.error(f"{root} holds other files, not an earlier demo's: give an empty folder")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
     os.environ.update(CLIENT_ENVIRONMENT)
     try:
-        with MlflowServer(ROOT / "mlflow") as server:
+        with MlflowServer(root / "mlflow") as server:
             print(f"MLflow server on {server.uri} (ready in {server.startup_seconds:.1f} s)")
             client = MlflowClient(server.uri)
             experiment_id = str(client.create_experiment("llm-pretraining"))
             env = {
                 **os.environ,
-                "RECKON_DATABASE_URL": f"sqlite:///{ROOT / 'reckon.db'}",
+                "RECKON_DATABASE_URL": f"sqlite:///{root / 'reckon.db'}",
                 "MLFLOW_TRACKING_URI": server.uri,
                 "RECKON_EXPERIMENTS": "llm-pretraining",
             }
@@ -228,16 +239,16 @@ def main() -> None:
                 "--gpus", "8", "--recompute", "full", "--calibrated", env=env,
             )  # fmt: skip
             if args.keep:
-                reopen = next_steps(server, env)
+                reopen = next_steps(server, env, root)
     finally:
         if not args.keep:
-            shutil.rmtree(ROOT, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
     print("\nstopped the MLflow server; done")
     if args.keep:
         print(reopen)
 
 
-def next_steps(server: MlflowServer, env: dict[str, str]) -> str:
+def next_steps(server: MlflowServer, env: dict[str, str], root: Path) -> str:
     """The exact commands that reopen what `--keep` kept: the MLflow server on its data,
     the variables, and a few commands to try (the dashboard at `reckon serve`)."""
     names = ("RECKON_DATABASE_URL", "MLFLOW_TRACKING_URI", "RECKON_EXPERIMENTS")
@@ -245,12 +256,12 @@ def next_steps(server: MlflowServer, env: dict[str, str]) -> str:
     mlflow = " ".join(shlex.quote(part) for part in server.command())
     reckon = shlex.quote(str(Path(sys.executable).with_name("reckon")))
     return (
-        f"\nkept {ROOT}; to reopen it:\n"
+        f"\nkept {root}; to reopen it:\n"
         f"  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false {mlflow} &\n"
         + "\n".join(f"  {line}" for line in exports.splitlines())
         + f"\n  {reckon} history\n  {reckon} accuracy --by segment\n"
         f"  {reckon} serve    # then open http://127.0.0.1:8000/ (the dashboard)\n"
-        f"remove it with: rm -r {shlex.quote(str(ROOT))}"
+        f"remove it with: rm -r {shlex.quote(str(root))}"
     )
 
 

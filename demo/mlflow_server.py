@@ -90,6 +90,10 @@ class MlflowServer:
             str(self.port),
             "--workers",
             "1",
+            # uvicorn drops an idle keep-alive connection after 5 s; a client request sent at
+            # that moment fails with RemoteDisconnected (seen in CI). Keep them for 5 minutes.
+            "--uvicorn-opts",
+            "--timeout-keep-alive 300",
             *(["--app-name", "basic-auth"] if self.admin_password is not None else []),
         ]
 

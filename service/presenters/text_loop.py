@@ -14,6 +14,7 @@ from service.presenters.wording import (
     FELL_BACK,
     NO_FACTOR_SET,
     accuracy_configuration_note,
+    accuracy_counts_note,
     backtest_line,
     configuration_note,
     fell_back_note,
@@ -157,9 +158,10 @@ def accuracy_text(accuracy: Accuracy) -> str:
                 f"{_num(s.mape, '%'):>8} {_num(s.bias, '%', signed=True):>8} "
                 f"{_num(None if s.coverage is None else 100 * s.coverage, '%'):>9}{note}"
             )
-    configuration = accuracy_configuration_note(accuracy)
-    if configuration is not None:
-        lines += ["", configuration]
+    notes = [accuracy_counts_note(accuracy), accuracy_configuration_note(accuracy)]
+    shown = [note for note in notes if note is not None]
+    if shown:
+        lines += ["", *shown]
     return "\n".join(lines)
 
 

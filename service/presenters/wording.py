@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
 from service.domain.records import Reconciliation, RunningProjection
-from service.domain.units import format_count, format_duration
+from service.domain.units import counted, format_count, format_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -129,6 +129,26 @@ def accuracy_configuration_note(accuracy: Accuracy) -> str | None:
             "run logged none (config_from_plan)"
         )
     return "; ".join(parts) or None
+
+
+def accuracy_counts_note(accuracy: Accuracy) -> str | None:
+    """Which n is which: raw scores every forecast, calibrated the computed ones, and the
+    active set's fit read its own window (the n of `reckon factors`)."""
+    pair = accuracy.overall
+    if not pair.raw.n:
+        return None
+    note = (
+        f"n: raw scores every reconciled forecast ({pair.raw.n:,}); calibrated and by_hand "
+        f"the computed ones ({pair.calibrated.n:,}; a recorded prediction has no FLOPs), each "
+        "predicted from what had ended before it started"
+    )
+    if accuracy.factor_set is not None and accuracy.fitted_on is not None:
+        note += (
+            f". Factor set {accuracy.factor_set} was fitted on {counted(accuracy.fitted_on, 'run')}"
+            " (computed and imported estimates that ended within its window, recorded "
+            "predictions left out): the n `reckon factors` shows"
+        )
+    return note
 
 
 def configuration_note(item: Reconciliation) -> str | None:

@@ -98,6 +98,8 @@ def accuracy(
         retrospective=_pair(retrospective, raw, calibrated, hand),
         config_differs=sum(1 for item in history if item.config_check == CONFIG_DIFFERS),
         config_from_plan=sum(1 for item in history if item.config_check == CONFIG_FROM_PLAN),
+        factor_set=None if active is None else active.version,
+        fitted_on=None if active is None else active.reconciliation_count,
     )
 
 

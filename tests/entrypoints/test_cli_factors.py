@@ -116,3 +116,15 @@ def test_metrics_export_raw_and_calibrated_error_and_coverage_of_the_active_set(
     assert f'reckon_backtest_median_abs_error_pct{{prediction="calibrated"}} {calibrated}' in text
     assert f"reckon_backtest_coverage_ratio {provenance['backtest_coverage']}" in text
     assert f"reckon_backtest_targets {float(provenance['backtest_targets'])}" in text
+
+
+def test_accuracy_says_which_n_is_which_and_names_the_n_of_factors(
+    two_sets: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, scored, _ = reckon(capsys, "accuracy")
+    _, factors, _ = reckon(capsys, "factors")
+
+    note = next(line for line in scored.splitlines() if line.startswith("n: "))
+    assert "raw scores every reconciled forecast (12)" in note
+    assert "Factor set 2 was fitted on 12 runs" in note and "`reckon factors`" in note
+    assert factors.startswith("factor set 2 (active), fitted on 12 reconciled runs")

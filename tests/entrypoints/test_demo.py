@@ -22,6 +22,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import make_training_run
+from tests.browser import PANELS, Browser, all_of, keep_screenshot, state_of, text_of
+from tests.serving import reckon_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 RECKON = str(Path(sys.executable).with_name("reckon"))
@@ -39,18 +41,19 @@ class Kept:
 
 
 @pytest.fixture(scope="module")
-def demo_run() -> Iterator[Kept]:
-    shutil.rmtree(ROOT / ".demo", ignore_errors=True)
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
+    """The demo in a folder of its own (`--root`), so two test workers never share one."""
+    root = tmp_path_factory.mktemp("demo")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "demo", "--keep"], cwd=ROOT, capture_output=True, text=True,
-            timeout=300, check=False,
+            [sys.executable, "-m", "demo", "--keep", "--root", str(root)], cwd=ROOT,
+            capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
-        kept = (ROOT / ".demo" / "reckon.db").is_file()
+        kept = (root / "reckon.db").is_file()
         reopened = _reopen_history(done.stdout)
         yield Kept(done, kept, reopened)
     finally:
-        shutil.rmtree(ROOT / ".demo", ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate(
@@ -196,6 +199,44 @@ def test_every_reckon_command_the_readme_shows_runs_on_the_kept_demo(
                 if done.returncode != 0 or not done.stdout.strip():
                     failures.append((command, done.returncode, done.stderr[-500:]))
     assert failures == []
+
+
+def test_every_dashboard_section_shows_the_demo_data(
+    demo_run: Kept, browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a newcomer sees at `reckon serve` after `python -m demo --keep`: no panel empty."""
+    assert demo_run.done.returncode == 0, demo_run.done.stderr
+    env = {**os.environ, **_exports(demo_run.done.stdout)}
+    env.pop("RECKON_API_TOKEN", None)
+    screenshot = tmp_path / "dashboard-demo.png"
+    with (
+        _mlflow_from(demo_run.done.stdout) as uri,
+        reckon_serve({**env, "MLFLOW_TRACKING_URI": uri}, tmp_path) as base,
+        browser.page() as page,
+    ):
+        page.goto(f"{base}/")
+        page.wait_drawn()
+        states = {panel: state_of(page, panel) for panel in PANELS}
+        headline, passes = text_of(page, "#headline"), text_of(page, "#passes")
+        rows = all_of(page, "#table-history tr[data-estimate-id]", "e.textContent")
+        running = all_of(page, "#table-running tr[data-run-id]", "e.textContent")
+        factor_segments = all_of(page, "#chart-factors [data-segment]", "e.dataset.segment")
+        page.fill("#ask [name=params]", "7B")
+        page.fill("#ask [name=tokens]", "1T")
+        page.click("#ask button[type=submit]")
+        page.wait_for(
+            "document.getElementById('ask-result').dataset.rendered"
+            " || document.getElementById('ask-result').dataset.error"
+        )
+        asked = state_of(page, "ask-result"), text_of(page, "#ask-result")
+        page.screenshot(screenshot)
+    assert states == dict.fromkeys(PANELS, "rendered"), states
+    assert "Served now" in headline and "succeeded" in passes
+    assert len(rows) >= 10 and any("LLaMA-2 7B" in row and "+5.0%" in row for row in rows)
+    assert len(running) == 1 and "+15.0%" in running[0], running
+    assert len(set(factor_segments)) >= 3
+    assert asked[0] == "rendered" and "P10" in asked[1], asked
+    keep_screenshot(capsys, screenshot)
 
 
 def _days_ago(days: float) -> datetime:

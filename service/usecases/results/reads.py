@@ -128,3 +128,7 @@ class Accuracy:
     # logged none (service.domain.configuration): their error is against the plan either way.
     config_differs: int = 0
     config_from_plan: int = 0
+    # The active factor set and how many runs its fit read (`reckon factors` shows that n):
+    # fewer than scored here when recorded predictions or runs older than its window exist.
+    factor_set: int | None = None
+    fitted_on: int | None = None
