@@ -24,13 +24,7 @@ from service.bootstrap import build
 from service.config import Settings
 from service.entrypoints.api.app import create_app
 from service.entrypoints.api.docs import ASSETS_URL
-from tests.entrypoints.test_dashboard_browser import (  # the one headless Chromium driver
-    Browser,
-    browser,
-    chromium,
-)
-
-__all__ = ["browser", "chromium"]  # fixtures used here
+from tests.browser import Browser  # the one headless Chromium driver
 
 SERVER_READY_SECONDS = 20.0
 # Routes a reader of the docs must find, whatever else the API grows.
