@@ -23,6 +23,8 @@ class GpuSpec:
     peak_flops: Mapping[str, float]  # precision -> dense FLOP/s per GPU
     source: str
     aliases: tuple[str, ...] = ()
+    # HBM (L40S: GDDR6) per GPU in the vendor's binary GB, from the document in `source`
+    # (per GPU where it is a platform's); None: unknown, never 0 (service/domain/memory.py)
     memory_gb: float | None = None
     vendor: str = "nvidia"
 
@@ -47,7 +49,7 @@ BUILTIN_GPUS: tuple[GpuSpec, ...] = (
             "tesla-v100-sxm2-32gb",  # NVML / torch.cuda.get_device_name
             "tesla-v100-sxm2-16gb",
         ),
-        memory_gb=32,
+        memory_gb=32,  # the 16 GB SXM2 part (aliases above) shares it: see docs/memory.md
     ),
     GpuSpec(
         "a100-40gb",
@@ -351,6 +353,8 @@ def _user_spec(path: Path, name: str, entry: object) -> GpuSpec:
     memory = entry.get("memory_gb")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int | float)):
         raise InputError(f"{where}: memory_gb must be a number")
+    if memory is not None and not (math.isfinite(memory) and memory > 0):
+        raise InputError(f"{where}: memory_gb must be positive (leave it out when unknown)")
     return GpuSpec(
         normalize_name(name),
         peak_flops,
