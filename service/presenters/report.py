@@ -1,69 +1,33 @@
-"""`reckon report --out DIR`: the dashboard's charts as static files (PNG, drawn in
-report_charts.py) and an index.html with the history, accuracy and running tables. It
-renders the typed results the application returns and reads nothing itself: no database,
-no MLflow, no network, so a report can be built anywhere and mailed or archived."""
+"""`reckon report --out DIR [--gpu NAME] [--since WHEN]`: the dashboard's panels as static
+files (PNG, drawn in report_charts.py and report_panels.py) and an index.html (report_page.py)
+that opens with what each segment is served now and why (served.py). It renders the typed
+results the application returns, already filtered to the scope, and reads nothing itself:
+no database, no MLflow, no network, so a report can be built anywhere and mailed or
+archived."""
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from service.domain.comparison import human_line
 from service.domain.errors import InputError
-from service.domain.records import Reconciliation, RunningProjection
-from service.domain.units import format_duration
 from service.presenters import report_charts as charts
-from service.presenters.report_charts import accuracy_rows, finite, segment
-from service.presenters.wording import running_line
-from service.usecases.results.reads import Accuracy, ReportData, Scores
+from service.presenters import report_panels as panels
+from service.presenters.report_page import Panel, overall_name, page, scope_text
+from service.presenters.served import Served, caption, in_scope, is_segment, served_all
+from service.usecases.results.reads import ReportData
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SCATTER = "scatter.png"
 ERROR = "error.png"
 FACTORS = "factors.png"
 COVERAGE = "coverage.png"
 INDEX = "index.html"
-CHART_FILES = (SCATTER, ERROR, FACTORS, COVERAGE)
-
-
-@dataclass(frozen=True)
-class _Chart:
-    file: str
-    title: str
-    caption: str
-    empty: str  # what the page says when there is nothing to draw
-
-
-_CHARTS = (
-    _Chart(
-        SCATTER,
-        "Predicted vs observed wall time",
-        "One point per reconciled estimate, log-log. On the dashed line the estimate was "
-        "exact; above it the run took longer than predicted.",
-        "No reconciled estimates yet.",
-    ),
-    _Chart(
-        ERROR,
-        "Signed error over time",
-        "(predicted / observed - 1) x 100 by run end (UTC). Positive: predicted too long.",
-        "No reconciled estimates yet.",
-    ),
-    _Chart(
-        FACTORS,
-        "Factor history per segment",
-        "Fitted utilization and overhead share across factor-set versions; bands are P10-P90.",
-        "No factor sets yet: they appear after the first refit.",
-    ),
-    _Chart(
-        COVERAGE,
-        "Interval coverage",
-        "Share of observed wall times inside their predicted P10-P90 range; a calibrated "
-        "range holds about 80%.",
-        "No accuracy figures yet.",
-    ),
-)
+CHART_FILES = (SCATTER, ERROR, FACTORS, COVERAGE)  # as written
+_ON_THE_PAGE = (ERROR, SCATTER, COVERAGE, FACTORS)  # the dashboard's order
 
 
 def ensure_folder(out_dir: Path) -> None:
@@ -93,15 +57,12 @@ def write_report(out_dir: Path, data: ReportData) -> list[Path]:
 
 def _write(out_dir: Path, data: ReportData) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = {
-        SCATTER: charts.scatter(data.history),
-        ERROR: charts.error_over_time(data.history),
-        FACTORS: charts.factors(data.factor_history),
-        COVERAGE: charts.coverage(data.accuracy),
-    }
+    served = served_all(data)
+    drawn_panels = _panels(data, served)
     written: list[Path] = []
-    for name, figure in figures.items():
+    for name in CHART_FILES:
         path = out_dir / name
+        figure = drawn_panels[name][1]
         if figure is None:
             path.unlink(missing_ok=True)
             continue
@@ -109,161 +70,105 @@ def _write(out_dir: Path, data: ReportData) -> list[Path]:
         written.append(path)
     index = out_dir / INDEX
     drawn = {path.name for path in written}
-    index.write_text(_page(drawn, data), encoding="utf-8")
+    shown = [drawn_panels[name][0] for name in _ON_THE_PAGE]
+    index.write_text(page(data, shown, drawn, served), encoding="utf-8")
     return [*written, index]
 
 
-# --- the page ----------------------------------------------------------------------------------
-
-_STYLE = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif;
-  color: #1d2330; margin: 24px auto; max-width: 1100px; padding: 0 16px; }
-h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
-.note, .empty { color: #5b6577; } img { max-width: 100%; border: 1px solid #d9dee7; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #d9dee7; }
-th { color: #5b6577; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-"""
+def _served_in(names: Iterable[str], served: Mapping[str, Served]) -> str:
+    """The caption's line on what is served for the segments a panel draws."""
+    return caption([served[name] for name in sorted(set(names)) if name in served])
 
 
-def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _pct(value: object, *, signed: bool = False) -> str:
-    number = finite(value)
-    if number is None:
-        return "-"
-    return f"{number:+.1f}%" if signed else f"{number:.1f}%"
-
-
-def _share(value: object) -> str:
-    number = finite(value)
-    return "n/a" if number is None else f"{number:.0%}"
-
-
-def _seconds(value: object) -> str:
-    number = finite(value)
-    return "-" if number is None or number <= 0 else format_duration(number)
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: set[int]) -> str:
-    def cells(values: Sequence[str], tag: str) -> str:
-        return "".join(
-            f'<{tag} class="num">{v}</{tag}>' if i in numeric else f"<{tag}>{v}</{tag}>"
-            for i, v in enumerate(values)
+def _panels(
+    data: ReportData, served: Mapping[str, Served]
+) -> dict[str, tuple[Panel, Figure | None]]:
+    """Each chart's figure (None: nothing to draw) and its place on the page."""
+    scope = scope_text(data.scope)
+    keys = list(served)
+    colors = charts.colors_for([*keys, *(charts.segment(row) for row in data.history)])
+    history_segments = {charts.segment(row) for row in data.history}
+    no_runs = f"No reconciled estimates yet for {scope}."
+    error = Panel(
+        ERROR,
+        "Error over time, per segment",
+        f"One panel per segment (GPU/precision), same axes in every panel. Dots: each "
+        "reconciled run's signed error as predicted, (predicted / observed - 1) x 100, by the "
+        f"day it ended (UTC); above 0 the estimate was too long. Lines: the bias per "
+        f"{data.period} (the geometric-mean signed error) of the raw estimates (grey, dashed) "
+        "and of what calibration would have predicted for the same runs (solid). "
+        + _served_in(history_segments, served),
+        no_runs,
+    )
+    scatter = Panel(
+        SCATTER,
+        "Predicted vs observed wall time",
+        "One point per reconciled estimate, log-log, colored by segment. On the dashed line "
+        "the estimate was exact; above it the run took longer than predicted. "
+        + _served_in(history_segments, served),
+        no_runs,
+    )
+    rows, left_out, unranged = charts.coverage_rows(data.accuracy, overall_name(data.scope))
+    notes = []
+    if left_out:
+        notes.append(f"Left out, no prediction had a range: {', '.join(left_out)}.")
+    if unranged:
+        notes.append(
+            f"Raw estimates saved without a range (calibrated bar only): {', '.join(unranged)}."
         )
-
-    head = cells([_e(h) for h in header], "th")
-    body = "".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _history_table(history: Sequence[Reconciliation]) -> str:
-    ordered = sorted(history, key=lambda row: row.ended_at, reverse=True)
-    rows = [
-        [
-            f"<code>{_e(row.estimate_id)}</code>",
-            _e(segment(row)),
-            _e(_seconds(row.predicted_seconds)),
-            _e(_seconds(row.observed_seconds)),
-            _e(_pct(row.error_pct, signed=True)),
-            _e(f"{row.ended_at:%Y-%m-%d %H:%M}"),
-            _e(human_line(row.predicted_seconds, row.observed_seconds)),
-        ]
-        for row in ordered
-    ]
-    header = ["estimate", "segment", "predicted", "observed", "error", "ended (UTC)", "summary"]
-    return _table(header, rows, {4})
-
-
-def _accuracy_table(accuracy: Accuracy | None) -> str:
-    def pair(raw: Scores | None, calibrated: Scores | None, key: str, show: Any) -> str:
-        return _e(f"{show(_score(raw, key))} / {show(_score(calibrated, key))}")
-
-    rows = [
-        [
-            _e(group),
-            _e(int(finite(_score(raw or calibrated, "n")) or 0)),
-            pair(raw, calibrated, "median_ape", _pct),
-            pair(raw, calibrated, "mape", _pct),
-            pair(raw, calibrated, "bias", lambda v: _pct(v, signed=True)),
-            pair(raw, calibrated, "coverage", _share),
-        ]
-        for group, raw, calibrated in accuracy_rows(accuracy)
-    ]
-    by = (accuracy.by if accuracy is not None else None) or "group"
-    header = [by, "n", "median |error|", "MAPE", "bias", "coverage"]
-    return _table(header, rows, {1, 2, 3, 4, 5}) + (
-        '<p class="note">Each cell: raw estimate / calibrated. Errors in % of observed wall '
-        "time; coverage is the share inside P10-P90.</p>"
+    coverage = Panel(
+        COVERAGE,
+        "Interval coverage per segment",
+        "Share of observed wall times inside their P10-P90 range, raw estimates as saved "
+        "(pale) and calibrated (solid); a well-calibrated range holds about 80% (dashed "
+        "line). Each bar says how many runs it counts (n). "
+        + " ".join(notes)
+        + (" " if notes else "")
+        + _served_in([row.group for row in rows], served),
+        f"No predicted ranges to score for {scope}."
+        + (f" Without a range: {', '.join(left_out)}." if left_out else ""),
     )
-
-
-def _score(scores: Scores | None, key: str) -> object:
-    return None if scores is None else getattr(scores, key)
-
-
-def _running_table(running: Sequence[RunningProjection]) -> str:
-    rows = [
-        [
-            f"<code>{_e(item.run_id)}</code>",
-            f"<code>{_e(item.estimate_id)}</code>",
-            _e(_seconds(item.elapsed_seconds)),
-            _e(_seconds(item.predicted_seconds)),
-            _e(_seconds(item.projected_seconds)),
-            _e(_pct(item.slip_pct, signed=True)),
-            _e(running_line(item)),
-        ]
-        for item in running
-    ]
-    header = ["run", "estimate", "elapsed", "predicted", "projected", "slip", "summary"]
-    return _table(header, rows, {5})
-
-
-def _page(drawn: set[str], data: ReportData) -> str:
-    history, accuracy, running, generated_at = (
-        data.history,
-        data.accuracy,
-        data.running,
-        data.generated_at,
+    factor_keys = sorted(
+        {
+            key
+            for factor_set in data.factor_history.sets
+            for key in factor_set.segments
+            if is_segment(key) and in_scope(key, data.scope)
+        }
     )
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>Reckon report</title>",
-        f"<style>{_STYLE}</style></head><body>",
-        "<h1>Reckon report</h1>",
-        '<p class="note">Training-time estimates against what MLflow observed'
-        + f"; generated {_e(generated_at.isoformat())}"
-        + ".</p>",
-    ]
-    if not drawn and not history and not running:
-        parts.append(
-            '<p class="empty" id="no-data">No data yet: save an estimate, tag the training '
-            "run with <code>reckon.estimate_id=&lt;id&gt;</code> and run "
-            "<code>reckon reconcile</code>.</p>"
+    versions = len(data.factor_history.sets)
+    factors = Panel(
+        FACTORS,
+        "Factor history, per segment",
+        "Fitted utilization (solid, the segment's color) and overhead share (dashed, grey) in "
+        "each factor-set version, with their P10-P90 bands; same axes in every panel; the "
+        "dotted green line is the active set. "
+        + (
+            "One factor set so far: each panel is a point with its P10-P90 range. "
+            if versions == 1
+            else ""
         )
-    for chart in _CHARTS:
-        parts.append(f"<h2>{_e(chart.title)}</h2>")
-        if chart.file in drawn:
-            parts.append(f'<p class="note">{_e(chart.caption)}</p>')
-            parts.append(f'<img src="{_e(chart.file)}" alt="{_e(chart.title)}">')
-        else:
-            parts.append(f'<p class="empty">{_e(chart.empty)}</p>')
-    parts.append("<h2>Reconciled estimates</h2>")
-    parts.append(
-        _history_table(history) if history else '<p class="empty">No reconciled estimates yet.</p>'
+        + _served_in(factor_keys, served),
+        _no_factors(data, scope),
     )
-    parts.append("<h2>Accuracy</h2>")
-    parts.append(
-        _accuracy_table(accuracy)
-        if accuracy_rows(accuracy)
-        else '<p class="empty">No accuracy figures yet.</p>'
+    factor_chart = panels.factors(
+        data.factor_history.sets, factor_keys, data.factor_history.active_version, colors, served
     )
-    parts.append("<h2>Running now</h2>")
-    parts.append(
-        _running_table(running) if running else '<p class="empty">No linked runs are running.</p>'
-    )
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    error_chart = panels.error_over_time(data.history, data.series, data.period, colors, served)
+    return {
+        ERROR: (error, error_chart),
+        SCATTER: (scatter, charts.scatter(data.history, colors, served)),
+        COVERAGE: (coverage, charts.coverage(rows, colors, served)),
+        FACTORS: (factors, factor_chart),
+    }
+
+
+def _no_factors(data: ReportData, scope: str) -> str:
+    if data.active is None and not data.factor_history.sets:
+        return "No factor sets yet: they appear after the first refit."
+    if not data.factor_history.sets and data.scope.since is not None:
+        active = (
+            "" if data.active is None else f" (the active set, v{data.active.version}, is older)"
+        )
+        return f"No factor set was made since {data.scope.since:%Y-%m-%d %H:%M} UTC{active}."
+    return f"No factors for {scope}."

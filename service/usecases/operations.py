@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import timedelta
 
 from service.domain.errors import InputError, ReckonError, UnavailableError
-from service.domain.records import RunningProjection, SchemaStatus
+from service.domain.records import Reconciliation, RunningProjection, SchemaStatus
 from service.domain.redaction import public_url
 from service.usecases.cached_probe import NOT_YET, CachedProbe
 from service.usecases.context import Context
 from service.usecases.factor_sets import FactorSets
 from service.usecases.queries import Queries
-from service.usecases.results.reads import Health, ReportData
+from service.usecases.results.reads import (
+    Accuracy,
+    FactorHistory,
+    Health,
+    ReportData,
+    ReportScope,
+    ScorePair,
+    Scores,
+)
 
 
 class Operations:
@@ -62,23 +72,59 @@ class Operations:
         without credentials, query or fragment; None for a file store or no MLflow at all."""
         return public_url(self._context.policy.mlflow_tracking_uri or "")
 
-    def report(self) -> ReportData:
-        """What `reckon report` draws: the history, accuracy by GPU, every factor set and
-        the running runs (left out, with the reason, when MLflow is down or unset)."""
-        running: list[RunningProjection] = []
-        running_error = None
-        try:
-            running = self._queries.running()
-        except (UnavailableError, InputError) as error:
-            running_error = str(error)
+    def report_scope(self, *, gpu: str | None = None, since: str | None = None) -> ReportScope:
+        """`reckon report`'s filters read (an unknown GPU or an unreadable date is an
+        InputError), before anything is written or read."""
+        return ReportScope(gpu=self._context.gpu_name(gpu), since=self._context.since(since))
+
+    def report(self, scope: ReportScope | None = None) -> ReportData:
+        """What `reckon report` draws, in `scope`: the history, accuracy by segment (overall
+        the GPU's with a GPU), the same by segment and week (month past 120 days) for the
+        error chart, the factor sets made since `since` and the active one, and the running
+        runs of the GPU's estimates (left out, with the reason, when MLflow is down or
+        unset; --since does not apply to them: they have not ended)."""
+        scope = scope or ReportScope()
+        since = None if scope.since is None else scope.since.isoformat()
+        history = self._queries.history(since=since, gpu=scope.gpu)
+        period = _period(history)
+        accuracy = self._queries.accuracy(by="segment", since=since)
+        series = self._queries.accuracy(by=f"segment_{period}", since=since)
+        if scope.gpu is not None:
+            by_gpu = self._queries.accuracy(by="gpu_type", since=since)
+            accuracy = _for_gpu(accuracy, scope.gpu, by_gpu)
+            series = _for_gpu(series, scope.gpu, None)
+        factor_history = self._factor_sets.history()
+        active = next(
+            (s for s in factor_history.sets if s.version == factor_history.active_version), None
+        )
+        if scope.since is not None:
+            made = [s for s in factor_history.sets if s.created_at >= scope.since]
+            factor_history = FactorHistory(made, factor_history.active_version)
+        running, running_error = self._running(scope.gpu)
         return ReportData(
-            history=self._queries.history(),
-            accuracy=self._queries.accuracy(by="gpu_type"),
-            factor_history=self._factor_sets.history(),
+            history=history,
+            accuracy=accuracy,
+            factor_history=factor_history,
             running=running,
             running_error=running_error,
             generated_at=self._context.clock.now(),
+            scope=scope,
+            series=series,
+            period=period,
+            active=active,
         )
+
+    def _running(self, gpu: str | None) -> tuple[list[RunningProjection], str | None]:
+        try:
+            running = self._queries.running()
+        except (UnavailableError, InputError) as error:
+            return [], str(error)
+        if gpu is None or not running:
+            return running, None
+        with self._context.adapters.reader() as uow:
+            saved = uow.estimates.get_many([item.estimate_id for item in running])
+        mine = {estimate_id for estimate_id, item in saved.items() if item.gpu == gpu}
+        return [item for item in running if item.estimate_id in mine], None
 
     def schema_status(self) -> SchemaStatus:
         return self._context.adapters.schema().status()
@@ -89,3 +135,30 @@ class Operations:
     def require_schema(self) -> None:
         """Refuse to serve on an out-of-date schema (SQLite upgrades itself here)."""
         self._context.adapters.schema().ensure()
+
+
+_WEEKLY_SPAN = timedelta(days=120)  # weekly bias points up to this span, monthly beyond
+
+
+def _period(history: Sequence[Reconciliation]) -> str:
+    """The error chart's bucket, as the dashboard chooses it: weeks for a few months of
+    runs, months beyond."""
+    ends = [item.ended_at for item in history]
+    return "week" if not ends or max(ends) - min(ends) <= _WEEKLY_SPAN else "month"
+
+
+def _for_gpu(accuracy: Accuracy, gpu: str, by_gpu: Accuracy | None) -> Accuracy:
+    """`accuracy` grouped by segment (or segment and period) cut to one GPU's groups, its
+    overall the GPU's own scores (`by_gpu`'s group) when given."""
+    prefix = f"{gpu}/"
+    groups = tuple(group for group in accuracy.groups if group.group.startswith(prefix))
+    overall = accuracy.overall
+    if by_gpu is not None:
+        found = [group.scores for group in by_gpu.groups if group.group == gpu]
+        overall = found[0] if found else _nothing(accuracy.overall)
+    return replace(accuracy, groups=groups, overall=overall)
+
+
+def _nothing(pair: ScorePair) -> ScorePair:
+    empty = Scores(0, None, None, None, None, None)
+    return ScorePair(empty, empty, False, None if pair.by_hand is None else empty)

@@ -40,12 +40,18 @@ def scheduler_command() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for index.html and the PNG charts.",
 )
-def report(out_dir: Path) -> None:
-    """Write the dashboard's charts (PNG) and an index.html into a directory."""
+@click.option("--gpu", default=None, help="Only this GPU model (an alias such as h100 works).")
+@click.option("--since", default=None, help="Only runs that ended after this date (or 30d).")
+def report(out_dir: Path, gpu: str | None, since: str | None) -> None:
+    """Write the dashboard's panels (PNG) and an index.html into a directory: what each
+    segment is served now and why, error over time, predicted vs observed, coverage and
+    factor history per segment, and the tables; --gpu and --since filter all of them."""
     from service.presenters.report import ensure_folder, write_report
 
+    operations = application().operations
+    scope = operations.report_scope(gpu=gpu, since=since)  # a bad filter writes nothing
     ensure_folder(out_dir)
-    data = application().operations.report()
+    data = operations.report(scope)
     if data.running_error is not None:
         click.echo(f"running runs left out of the report: {data.running_error}", err=True)
     for path in write_report(out_dir, data):

@@ -51,13 +51,31 @@ class Health:
 
 
 @dataclass(frozen=True)
+class ReportScope:
+    """`reckon report --gpu --since`, read: the catalog's name of the GPU (an alias such as
+    h100 resolved) and an aware UTC time; None is no filter."""
+
+    gpu: str | None = None
+    since: datetime | None = None
+
+
+@dataclass(frozen=True)
 class ReportData:
+    """What `reckon report` draws, already filtered to its scope: the history, accuracy by
+    segment (overall = the scope's: the GPU's with --gpu), the same per segment and
+    `period` (the error chart's bias lines), the factor sets made since --since and the
+    active one (what is served now, whenever it was made), and the running runs."""
+
     history: list[Reconciliation]
     accuracy: Accuracy | None  # None: nothing to score (the report says so)
     factor_history: FactorHistory
     running: list[RunningProjection]
     running_error: str | None
     generated_at: datetime
+    scope: ReportScope = ReportScope()
+    series: Accuracy | None = None  # by "<segment> <period>"
+    period: str = "week"  # "week" or "month"
+    active: FactorSet | None = None
 
 
 @dataclass(frozen=True)
