@@ -1,10 +1,11 @@
 """JSON views of the loop's and the operators' results: passes, skips, factor sets, refits,
 jobs, health, schema, import and launch. Same rule as json_views.py: the CLI's --json and
-the API speak the same field names."""
+the API speak the same field names; the documents are json_loop_documents.py's (health
+and MLflow links: json_documents.py's)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
@@ -12,12 +13,15 @@ from service.presenters.json_views import JSON, iso_time
 from service.presenters.wording import (
     NO_FACTOR_SET,
     accuracy_configuration_note,
+    accuracy_counts_note,
     is_thin,
     not_fallen_back_note,
 )
 
 if TYPE_CHECKING:
-    from service.calibration.model import FactorSet, SegmentFactors
+    from service.calibration.model import BacktestResult, FactorSet, SegmentFactors
+    from service.presenters import json_documents as doc
+    from service.presenters import json_loop_documents as loopdoc
     from service.usecases.results.loop import (
         ImportOutcome,
         Jobs,
@@ -31,10 +35,11 @@ if TYPE_CHECKING:
         FactorsAnswer,
         Health,
         ScorePair,
+        Scores,
     )
 
 
-def skip_view(skip: Skip) -> JSON:
+def skip_view(skip: Skip) -> loopdoc.Skip:
     return {
         "run_id": skip.run_id,
         "reason": skip.reason,
@@ -43,7 +48,7 @@ def skip_view(skip: Skip) -> JSON:
     }
 
 
-def pass_view(record: PassRecord) -> JSON:
+def pass_view(record: PassRecord) -> loopdoc.PassRecord:
     return {
         "pass_id": record.id,
         "trigger": record.trigger,
@@ -60,7 +65,7 @@ def pass_view(record: PassRecord) -> JSON:
     }
 
 
-def outcome_view(outcome: PassOutcome) -> JSON:
+def outcome_view(outcome: PassOutcome) -> loopdoc.PassOutcome:
     """What `reckon reconcile --json` and POST /v1/reconcile return."""
     window = outcome.window
     return {
@@ -85,15 +90,14 @@ def outcome_view(outcome: PassOutcome) -> JSON:
     }
 
 
-def segment_view(factors: SegmentFactors) -> JSON:
-    return {
-        **fields_of(factors),
-        "effective": factors.effective,
-        "fallback_to": factors.fallback_to,
-    }
+def segment_view(factors: SegmentFactors) -> loopdoc.Segment:
+    return cast(  # every field of SegmentFactors (tests/unit/test_json_documents.py)
+        "loopdoc.Segment",
+        {**fields_of(factors), "effective": factors.effective, "fallback_to": factors.fallback_to},
+    )
 
 
-def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
+def factor_set_view(factor_set: FactorSet, active_version: int | None) -> loopdoc.FactorSet:
     return {
         "version": factor_set.version,
         "created_at": factor_set.created_at.isoformat(),
@@ -113,7 +117,7 @@ def factor_set_view(factor_set: FactorSet, active_version: int | None) -> JSON:
     }
 
 
-def factors_view(answer: FactorsAnswer) -> JSON:
+def factors_view(answer: FactorsAnswer) -> loopdoc.Factors:
     if answer.factor_set is None:
         return {
             "version": None,
@@ -122,25 +126,30 @@ def factors_view(answer: FactorsAnswer) -> JSON:
             "prior_sources": answer.prior_sources,
             "segments": [segment_view(item) for item in answer.prior_segments],
         }
-    return factor_set_view(answer.factor_set, answer.active_version)
+    # A set has every key of Factors but `message` and `prior_sources`.
+    return cast("loopdoc.Factors", factor_set_view(answer.factor_set, answer.active_version))
 
 
-def factor_history_view(history: FactorHistory) -> JSON:
+def factor_history_view(history: FactorHistory) -> loopdoc.FactorHistory:
     return {"versions": [factor_set_view(item, history.active_version) for item in history.sets]}
 
 
-def refit_view(outcome: RefitOutcome) -> JSON:
+def refit_view(outcome: RefitOutcome) -> loopdoc.Refit:
     """`reckon refit --json` and POST /v1/refit."""
     return {
         "factor_set": None if outcome.factor_set is None else outcome.factor_set.version,
         "activated": outcome.activated,
-        "backtest": None if outcome.candidate is None else fields_of(outcome.candidate),
-        "baseline": None if outcome.baseline is None else fields_of(outcome.baseline),
+        "backtest": None if outcome.candidate is None else _backtest(outcome.candidate),
+        "baseline": None if outcome.baseline is None else _backtest(outcome.baseline),
         "message": outcome.message,
     }
 
 
-def jobs_view(jobs: Jobs) -> JSON:
+def _backtest(result: BacktestResult) -> loopdoc.Backtest:
+    return cast("loopdoc.Backtest", fields_of(result))  # tests/unit/test_json_documents.py
+
+
+def jobs_view(jobs: Jobs) -> loopdoc.Jobs:
     return {
         "schedule": jobs.schedule,
         "timezone": jobs.timezone,
@@ -153,7 +162,7 @@ def jobs_view(jobs: Jobs) -> JSON:
     }
 
 
-def health_view(health: Health) -> JSON:
+def health_view(health: Health) -> doc.Health:
     return {
         "status": "ok" if health.ready else "failing",
         "database": health.database,
@@ -191,22 +200,26 @@ def launch_view(outcome: LaunchOutcome) -> JSON:
     return {**fields_of(outcome), "child_run_ids": list(outcome.child_run_ids)}
 
 
-def mlflow_links_view(ui_url: str | None) -> dict[str, str | None]:
+def mlflow_links_view(ui_url: str | None) -> doc.MlflowLinks:
     """GET /v1/mlflow: where the dashboard links run ids. MLflow's UI opens a run from its id
     alone at `#/runs/<run_id>` (it looks up the experiment itself)."""
     return {"ui_url": ui_url, "run_url": None if ui_url is None else ui_url + "/#/runs/{run_id}"}
 
 
-def scores_pair_view(pair: ScorePair) -> JSON:
+def scores_pair_view(pair: ScorePair) -> loopdoc.ScorePair:
     return {
-        "raw": fields_of(pair.raw),
-        "calibrated": fields_of(pair.calibrated),
+        "raw": _scores(pair.raw),
+        "calibrated": _scores(pair.calibrated),
         "calibrated_worse": pair.calibrated_worse,
-        "by_hand": None if pair.by_hand is None else fields_of(pair.by_hand),
+        "by_hand": None if pair.by_hand is None else _scores(pair.by_hand),
     }
 
 
-def accuracy_view(accuracy: Accuracy) -> JSON:
+def _scores(scores: Scores) -> loopdoc.Scores:
+    return cast("loopdoc.Scores", fields_of(scores))  # tests/unit/test_json_documents.py
+
+
+def accuracy_view(accuracy: Accuracy) -> loopdoc.Accuracy:
     return {
         "by": accuracy.by,
         "since": iso_time(accuracy.since),
@@ -229,4 +242,7 @@ def accuracy_view(accuracy: Accuracy) -> JSON:
             "config_from_plan": accuracy.config_from_plan,
             "note": accuracy_configuration_note(accuracy),
         },
+        "factor_set": accuracy.factor_set,
+        "fitted_on": accuracy.fitted_on,
+        "counts_note": accuracy_counts_note(accuracy),
     }

@@ -1,10 +1,13 @@
 """Typed results as plain JSON-able dicts, shared by the CLI's --json and the HTTP API so
-both speak the same field names (docs/contract.md §4). Only entry points import presenters."""
+both speak the same field names (docs/contract.md §4). Only entry points import presenters.
+Each view returns a document of json_documents.py or json_loop_documents.py (TypedDicts,
+imported here for type checking only: the CLI never loads them)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from service.domain.comparison import human_line
 from service.domain.hardware import GpuSpec
@@ -25,6 +28,8 @@ from service.presenters.wording import (
 
 if TYPE_CHECKING:
     from service.calibration.calibrated import Calibrated
+    from service.presenters import json_documents as doc
+    from service.presenters import json_loop_documents as loopdoc
     from service.usecases.results.answers import (
         Answer,
         EstimateDetail,
@@ -34,13 +39,13 @@ if TYPE_CHECKING:
         Unlinked,
     )
 
-JSON = dict[str, Any]
+JSON = dict[str, Any]  # the CLI-only views (json_loop.py): schema, import, launch
 
 
-def request_view(request: EstimateRequest) -> JSON:
+def request_view(request: EstimateRequest) -> doc.EstimateInputs:
     """The validated inputs, under the names of `service.domain.inputs.ESTIMATE_INPUTS`."""
     model, hardware, factors = request.model, request.hardware, request.factors
-    values = {
+    values: doc.EstimateInputs = {
         "params": model.params,
         "tokens": model.tokens,
         "gpu": hardware.gpu,
@@ -56,10 +61,11 @@ def request_view(request: EstimateRequest) -> JSON:
         "price_per_gpu_hour": request.price_per_gpu_hour,
         "currency": request.currency,
     }
-    return {spec.name: values[spec.name] for spec in ESTIMATE_INPUTS}
+    named: Mapping[str, object] = values
+    return cast("doc.EstimateInputs", {spec.name: named[spec.name] for spec in ESTIMATE_INPUTS})
 
 
-def estimate_view(result: Estimate) -> JSON:
+def estimate_view(result: Estimate) -> doc.Estimate:
     return {
         **request_view(result.request),
         "flops": result.flops,
@@ -79,7 +85,7 @@ def estimate_view(result: Estimate) -> JSON:
     }
 
 
-def plan_view(plan: Plan) -> JSON:
+def plan_view(plan: Plan) -> doc.Plan:
     return {
         "gpus": plan.gpus,
         "deadline_seconds": plan.deadline_seconds,
@@ -89,7 +95,7 @@ def plan_view(plan: Plan) -> JSON:
     }
 
 
-def plan_answer_view(answer: PlanAnswer) -> JSON:
+def plan_answer_view(answer: PlanAnswer) -> doc.Plan | doc.CalibratedPlan:
     """`reckon plan --json` and GET /v1/plan: the plan; calibrated, also the quantile it
     was made at (`confidence`) and the P10/P90 at the chosen GPU count."""
     document = plan_view(answer.plan)
@@ -113,13 +119,16 @@ def plan_answer_view(answer: PlanAnswer) -> JSON:
     }
 
 
-def sensitivity_view(table: Sensitivity) -> JSON:
+def sensitivity_view(table: Sensitivity) -> doc.Sensitivity | doc.CalibratedSensitivity:
     if table.calibrated is not None:
         return {
             "base": estimate_view(table.base),
             "factor_set": table.factor_set,
             "rows": [
-                {**fields_of(row), "wall_human": format_duration(row.wall_seconds)}
+                cast(  # every field of CalibratedSensitivityRow (tests/unit/test_json_documents.py)
+                    "doc.CalibratedSensitivityRow",
+                    {**fields_of(row), "wall_human": format_duration(row.wall_seconds)},
+                )
                 for row in table.calibrated
             ],
         }
@@ -139,7 +148,7 @@ def sensitivity_view(table: Sensitivity) -> JSON:
     }
 
 
-def gpu_view(spec: GpuSpec) -> JSON:
+def gpu_view(spec: GpuSpec) -> doc.Gpu:
     return {
         "name": spec.name,
         "aliases": list(spec.aliases),
@@ -150,24 +159,27 @@ def gpu_view(spec: GpuSpec) -> JSON:
     }
 
 
-def saved_view(saved: SavedEstimate, run_ids: list[str] | None = None) -> JSON:
-    """A stored prediction: the same keys as the estimate it was, plus its identity."""
-    body: JSON = (
-        estimate_view(saved.estimate)
-        if saved.estimate is not None
-        else {
-            "gpu": saved.gpu,
-            "gpus": saved.gpus,
-            "precision": saved.precision,
-            "wall_seconds": saved.predicted_wall_seconds,
-            "wall_human": format_duration(saved.predicted_wall_seconds),
-        }
-    )
-    if saved.interval is not None:
-        body["wall_seconds_p10"] = saved.interval.p10
-        body["wall_seconds"] = saved.interval.p50
-        body["wall_seconds_p90"] = saved.interval.p90
-        body["wall_human"] = format_duration(saved.interval.p50)
+def saved_view(
+    saved: SavedEstimate, run_ids: list[str] | None = None
+) -> doc.SavedEstimate | doc.ExternalEstimate:
+    """A stored prediction: its identity (and runs), then the same keys as the estimate it
+    was (an external one: its configuration and wall time), then its P10/P90 if it has one."""
+    listed: doc.RunIds = {} if run_ids is None else {"run_ids": run_ids}
+    if saved.estimate is not None:
+        return {**_identity(saved), **listed, **estimate_view(saved.estimate), **_range(saved)}
+    return {
+        **_identity(saved),
+        **listed,
+        "gpu": saved.gpu,
+        "gpus": saved.gpus,
+        "precision": saved.precision,
+        "wall_seconds": saved.predicted_wall_seconds,
+        "wall_human": format_duration(saved.predicted_wall_seconds),
+        **_range(saved),
+    }
+
+
+def _identity(saved: SavedEstimate) -> doc.EstimateIdentity:
     return {
         "id": saved.id,
         "kind": saved.kind,
@@ -177,12 +189,24 @@ def saved_view(saved: SavedEstimate, run_ids: list[str] | None = None) -> JSON:
         "factor_set": saved.factor_set_version,
         "factor_source": saved.factor_source,
         "mlflow_tag": saved.mlflow_tag,
-        **({} if run_ids is None else {"run_ids": run_ids}),
-        **body,
     }
 
 
-def reconciliation_view(item: Reconciliation) -> JSON:
+def _range(saved: SavedEstimate) -> doc.SavedRange:
+    """The stored P10/P90 and P50 as the wall time (in this order, so that P10 and P90 follow
+    the estimate's keys and its wall time is replaced where it stands)."""
+    interval = saved.interval
+    if interval is None:
+        return {}
+    return {
+        "wall_seconds_p10": interval.p10,
+        "wall_seconds": interval.p50,
+        "wall_seconds_p90": interval.p90,
+        "wall_human": format_duration(interval.p50),
+    }
+
+
+def reconciliation_view(item: Reconciliation) -> loopdoc.Reconciliation:
     return {
         "estimate_id": item.estimate_id,
         "label": item.label,
@@ -227,7 +251,7 @@ def iso_time(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def running_view(item: RunningProjection) -> JSON:
+def running_view(item: RunningProjection) -> loopdoc.Running:
     return {
         "run_id": item.run_id,
         "estimate_id": item.estimate_id,
@@ -241,7 +265,7 @@ def running_view(item: RunningProjection) -> JSON:
     }
 
 
-def calibrated_view(result: Calibrated) -> JSON:
+def calibrated_view(result: Calibrated) -> doc.CalibratedEstimate:
     """An estimate with fitted factors: the estimate's keys, P50 as `wall_seconds`, the
     P10/P90 around it and where the factors came from."""
     factors = result.factors
@@ -262,19 +286,33 @@ def calibrated_view(result: Calibrated) -> JSON:
     }
 
 
-def answer_view(answer: Answer) -> JSON:
+def answer_view(answer: Answer) -> doc.EstimateAnswer | doc.CalibratedEstimate:
     """`reckon estimate --json` and GET /v1/estimate."""
     if answer.calibrated is not None:
         return calibrated_view(answer.calibrated)
+    return _given_view(answer)
+
+
+def _given_view(answer: Answer) -> doc.EstimateAnswer:
     return {**estimate_view(answer.estimate), "factor_source": answer.factor_source}
 
 
-def saved_answer_view(item: SavedAnswer) -> JSON:
-    """`reckon estimate --save --json` and POST /v1/estimates: the answer and its identity."""
-    return {**answer_view(item.answer), **saved_view(item.saved, [])}
+def saved_answer_view(item: SavedAnswer) -> doc.SavedAnswer | doc.CalibratedSavedAnswer:
+    """`reckon estimate --save --json` and POST /v1/estimates: the answer and its identity.
+    The stored estimate is the answer's own (and its range the calibrated answer's), so only
+    the identity's keys and the stored P50 as the wall time go over the answer's."""
+    saved = item.saved
+    if item.answer.calibrated is not None:
+        return {
+            **calibrated_view(item.answer.calibrated),
+            **_identity(saved),
+            "run_ids": [],
+            **_range(saved),
+        }
+    return {**_given_view(item.answer), **_identity(saved), "run_ids": []}
 
 
-def unlinked_view(done: Unlinked) -> JSON:
+def unlinked_view(done: Unlinked) -> doc.Unlinked:
     item = done.reconciliation
     return {
         "estimate_id": done.estimate_id,
@@ -284,19 +322,29 @@ def unlinked_view(done: Unlinked) -> JSON:
     }
 
 
-def detail_view(detail: EstimateDetail) -> JSON:
+def detail_view(detail: EstimateDetail) -> doc.SavedEstimate | doc.ExternalEstimate:
     return saved_view(detail.saved, detail.run_ids)
 
 
-def hardware_view(specs: list[GpuSpec]) -> JSON:
+def linked_view(
+    detail: EstimateDetail, created: bool
+) -> doc.LinkedEstimate | doc.LinkedExternalEstimate:
+    """POST /v1/estimates/{id}/runs: the estimate's detail; `created`: the link is new."""
+    return cast(  # a detail (either shape) and one key more
+        "doc.LinkedEstimate | doc.LinkedExternalEstimate",
+        {**detail_view(detail), "created": created},
+    )
+
+
+def hardware_view(specs: list[GpuSpec]) -> doc.Hardware:
     return {"gpus": [gpu_view(spec) for spec in specs]}
 
 
-def history_view(rows: list[Reconciliation]) -> JSON:
+def history_view(rows: list[Reconciliation]) -> loopdoc.History:
     return {"history": [reconciliation_view(row) for row in rows]}
 
 
-def history_page_view(page: HistoryPage) -> JSON:
+def history_page_view(page: HistoryPage) -> loopdoc.HistoryPage:
     """GET /v1/history and `reckon history --json`: the rows, how many match in all, and the
     paging and order they came in."""
     query = page.query
@@ -310,9 +358,9 @@ def history_page_view(page: HistoryPage) -> JSON:
     }
 
 
-def estimates_view(saved: list[SavedEstimate]) -> JSON:
+def estimates_view(saved: list[SavedEstimate]) -> doc.EstimateList:
     return {"estimates": [saved_view(item) for item in saved]}
 
 
-def running_list_view(items: list[RunningProjection]) -> JSON:
+def running_list_view(items: list[RunningProjection]) -> loopdoc.RunningList:
     return {"running": [running_view(item) for item in items]}

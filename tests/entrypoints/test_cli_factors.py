@@ -128,3 +128,6 @@ def test_accuracy_says_which_n_is_which_and_names_the_n_of_factors(
     assert "raw scores every reconciled forecast (12)" in note
     assert "Factor set 2 was fitted on 12 runs" in note and "`reckon factors`" in note
     assert factors.startswith("factor set 2 (active), fitted on 12 reconciled runs")
+    document = json.loads(reckon(capsys, "accuracy", "--json")[1])
+    assert (document["factor_set"], document["fitted_on"]) == (2, 12)
+    assert document["counts_note"] == note

@@ -1,19 +1,38 @@
-"""Routes over the loop: reconcile, refit, history, accuracy, factors, jobs, running."""
+"""Routes over the loop: reconcile, refit, history, accuracy, factors, jobs, running. Each
+returns a document of service.presenters.json_loop_documents, which FastAPI validates the
+answer against and publishes as the route's response schema."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query, Response
 
 from service.domain.records import ACCURACY_GROUPINGS, HISTORY_SORTS, SEARCH_MAX_CHARS
 from service.entrypoints.api.deps import GUARDED, App
 from service.presenters import json_loop, json_views
+from service.presenters import json_loop_documents as loopdoc
 
 router = APIRouter(tags=["the loop"])
 SORTS = "^(" + "|".join(HISTORY_SORTS) + ")$"
-JSON = dict[str, Any]
+# 409 from POST /v1/reconcile: the pass found the lock taken (its outcome, status "locked"),
+# or lost it midway (the ErrorMessage every route's 409 has).
+LOCKED: dict[int | str, dict[str, object]] = {
+    409: {
+        "description": "Another pass holds the lock: this one did nothing (its outcome, "
+        'status "locked"); or this pass lost the lock midway and was rolled back',
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"$ref": "#/components/schemas/PassOutcome"},
+                        {"$ref": "#/components/schemas/ErrorMessage"},
+                    ]
+                }
+            }
+        },
+    }
+}
 
 
 @router.get("/v1/history", summary="Predicted against observed, per estimate")
@@ -37,7 +56,7 @@ def history(
             "contain this (case-insensitive)",
         ),
     ] = None,
-) -> JSON:
+) -> loopdoc.HistoryPage:
     page = app.queries.history_page(
         since=since, gpu=gpu, search=q, sort=sort, limit=limit, offset=offset, precision=precision
     )
@@ -55,7 +74,7 @@ def accuracy(
         ),
     ] = None,
     since: str | None = None,
-) -> JSON:
+) -> loopdoc.Accuracy:
     return json_loop.accuracy_view(app.queries.accuracy(by=by, since=since))
 
 
@@ -64,7 +83,7 @@ def factors(
     app: App,
     version: int | None = None,
     factor_set: Annotated[int | None, Query(description="The same as version")] = None,
-) -> JSON:
+) -> loopdoc.Factors:
     return json_loop.factors_view(
         app.factor_sets.show(version if version is not None else factor_set)
     )
@@ -75,32 +94,40 @@ def factors(
     dependencies=GUARDED,
     summary="Make this factor set the active one (a rollback or a roll forward)",
 )
-def activate_factors(app: App, version: int) -> JSON:
+def activate_factors(app: App, version: int) -> loopdoc.Factors:
     return json_loop.factors_view(app.factor_sets.activate(version))
 
 
 @router.get("/v1/factors/history", summary="Every factor set, oldest first")
-def factor_history(app: App) -> JSON:
+def factor_history(app: App) -> loopdoc.FactorHistory:
     return json_loop.factor_history_view(app.factor_sets.history())
 
 
 @router.post("/v1/refit", dependencies=GUARDED, summary="Refit the factors now")
-def refit(app: App, force: bool = False) -> JSON:
+def refit(app: App, force: bool = False) -> loopdoc.Refit:
     return json_loop.refit_view(app.loop.refit(force=force))
 
 
-@router.post("/v1/reconcile", dependencies=GUARDED, summary="Run one reconcile pass now")
-def reconcile(app: App, since: str | None = None, full: bool = False) -> JSONResponse:
+@router.post(
+    "/v1/reconcile",
+    dependencies=GUARDED,
+    summary="Run one reconcile pass now",
+    responses=LOCKED,
+)
+def reconcile(
+    app: App, response: Response, since: str | None = None, full: bool = False
+) -> loopdoc.PassOutcome:
     outcome = app.loop.reconcile(trigger="api", since=since, full=full)
-    code = 409 if outcome.status == "locked" else 200
-    return JSONResponse(json_loop.outcome_view(outcome), status_code=code)
+    if outcome.status == "locked":
+        response.status_code = 409
+    return json_loop.outcome_view(outcome)
 
 
 @router.get("/v1/jobs", summary="Recent reconcile passes and the schedule")
-def jobs(app: App, limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> JSON:
+def jobs(app: App, limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> loopdoc.Jobs:
     return json_loop.jobs_view(app.queries.jobs(limit))
 
 
 @router.get("/v1/running", summary="Linked runs still RUNNING, projected")
-def running(app: App) -> JSON:
+def running(app: App) -> loopdoc.RunningList:
     return json_views.running_list_view(app.queries.running())

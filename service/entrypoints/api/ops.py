@@ -4,24 +4,31 @@ UI address its run links point at."""
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from service.entrypoints.api.deps import App
 from service.presenters import dashboard, json_loop
+from service.presenters import json_documents as doc
 from service.presenters.metrics import metrics_response
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/livez", summary="Liveness: the process answers (no database, no MLflow)")
-def livez() -> dict[str, str]:
+def livez() -> doc.Liveness:
     return {"status": "ok"}
 
 
-@router.get("/healthz", summary="Readiness: the database answers; MLflow is reported")
-def healthz(app: App) -> JSONResponse:
+@router.get(
+    "/healthz",
+    summary="Readiness: the database answers; MLflow is reported",
+    responses={503: {"model": doc.Health, "description": "The database does not answer"}},
+)
+def healthz(app: App, response: Response) -> doc.Health:
     health = app.operations.health()
-    return JSONResponse(json_loop.health_view(health), 200 if health.ready else 503)
+    if not health.ready:
+        response.status_code = 503
+    return json_loop.health_view(health)
 
 
 @router.get(
@@ -41,7 +48,7 @@ def metrics(app: App) -> Response:
 
 
 @router.get("/v1/mlflow", summary="The MLflow UI address, for links to runs")
-def mlflow_links(app: App) -> dict[str, str | None]:
+def mlflow_links(app: App) -> doc.MlflowLinks:
     return json_loop.mlflow_links_view(app.operations.mlflow_ui_url())
 
 

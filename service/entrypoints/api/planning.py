@@ -1,8 +1,10 @@
-"""Routes over the planning and registry use cases: estimate, save, show, list."""
+"""Routes over the planning and registry use cases: estimate, save, show, list. Each returns a
+document of service.presenters.json_documents, which FastAPI validates the answer against and
+publishes as the route's response schema."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
@@ -11,14 +13,16 @@ from service.domain.inputs import parse_inputs
 from service.domain.units import parse_duration_seconds
 from service.entrypoints.api.deps import GUARDED, App
 from service.entrypoints.api.models import EstimateBody, EstimateQuery, PlanQuery
+from service.presenters import json_documents as doc
 from service.presenters import json_views
 
 router = APIRouter(tags=["planning"])
-JSON = dict[str, Any]
 
 
 @router.get("/v1/estimate", summary="Compute an estimate (no side effects)")
-def get_estimate(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
+def get_estimate(
+    app: App, query: Annotated[EstimateQuery, Query()]
+) -> doc.EstimateAnswer | doc.CalibratedEstimate:
     values = query.model_dump()
     answer = app.planning.estimate(
         parse_inputs(values), calibrated=values["calibrated"], factor_set=values["factor_set"]
@@ -29,7 +33,7 @@ def get_estimate(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
 @router.post(
     "/v1/estimates", status_code=201, dependencies=GUARDED, summary="Compute and store an estimate"
 )
-def post_estimate(app: App, body: EstimateBody) -> JSON:
+def post_estimate(app: App, body: EstimateBody) -> doc.SavedAnswer | doc.CalibratedSavedAnswer:
     values = body.model_dump()
     saved = app.planning.save(
         parse_inputs(values),
@@ -41,17 +45,17 @@ def post_estimate(app: App, body: EstimateBody) -> JSON:
 
 
 @router.get("/v1/estimates/{estimate_id}", summary="One stored estimate and its runs")
-def get_saved(app: App, estimate_id: str) -> JSON:
+def get_saved(app: App, estimate_id: str) -> doc.SavedEstimate | doc.ExternalEstimate:
     return json_views.detail_view(app.registry.estimate_detail(estimate_id))
 
 
 @router.get("/v1/estimates", summary="Stored estimates, newest first")
-def list_saved(app: App, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> JSON:
+def list_saved(app: App, limit: Annotated[int, Query(ge=1, le=10_000)] = 50) -> doc.EstimateList:
     return json_views.estimates_view(app.registry.list_estimates(limit=limit))
 
 
 @router.get("/v1/hardware", summary="The GPU catalog: names, aliases, peak FLOP/s, sources")
-def get_hardware(app: App) -> JSON:
+def get_hardware(app: App) -> doc.Hardware:
     return json_views.hardware_view(app.planning.hardware())
 
 
@@ -59,7 +63,7 @@ def get_hardware(app: App) -> JSON:
 def get_plan(
     app: App,
     query: Annotated[PlanQuery, Query()],
-) -> JSON:
+) -> doc.Plan | doc.CalibratedPlan:
     values = query.model_dump()
     answer = app.planning.plan(
         parse_inputs(values, gpus=1),
@@ -73,7 +77,9 @@ def get_plan(
 
 
 @router.get("/v1/sensitivity", summary="Wall time as the inputs vary")
-def get_sensitivity(app: App, query: Annotated[EstimateQuery, Query()]) -> JSON:
+def get_sensitivity(
+    app: App, query: Annotated[EstimateQuery, Query()]
+) -> doc.Sensitivity | doc.CalibratedSensitivity:
     values = query.model_dump()
     table = app.planning.sensitivity(
         parse_inputs(values), {}, calibrated=values["calibrated"], factor_set=values["factor_set"]
@@ -94,9 +100,11 @@ class LinkBody(BaseModel):
     dependencies=GUARDED,
     summary="Link an MLflow run to the estimate (404 if the run does not exist)",
 )
-def link_run(app: App, estimate_id: str, body: LinkBody) -> JSON:
+def link_run(
+    app: App, estimate_id: str, body: LinkBody
+) -> doc.LinkedEstimate | doc.LinkedExternalEstimate:
     created = app.registry.link(estimate_id, body.run_id, force=body.force)
-    return {**json_views.detail_view(app.registry.estimate_detail(estimate_id)), "created": created}
+    return json_views.linked_view(app.registry.estimate_detail(estimate_id), created)
 
 
 @router.delete(
@@ -104,5 +112,5 @@ def link_run(app: App, estimate_id: str, body: LinkBody) -> JSON:
     dependencies=GUARDED,
     summary="Unlink a run (its reckon.estimate_id tag is removed unless force)",
 )
-def unlink_run(app: App, estimate_id: str, run_id: str, force: bool = False) -> JSON:
+def unlink_run(app: App, estimate_id: str, run_id: str, force: bool = False) -> doc.Unlinked:
     return json_views.unlinked_view(app.registry.unlink(estimate_id, run_id, force=force))
