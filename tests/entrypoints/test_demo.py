@@ -22,7 +22,15 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from demo.mlflow_server import make_training_run
-from tests.browser import PANELS, Browser, all_of, keep_screenshot, state_of, text_of
+from tests.browser import (
+    PANELS,
+    Browser,
+    all_of,
+    find_chromium,
+    keep_screenshot,
+    state_of,
+    text_of,
+)
 from tests.serving import reckon_serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,23 +48,28 @@ class Kept:
     reopened: subprocess.CompletedProcess[str]
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
-    """The demo in a folder of its own (`--root`), so two test workers never share one."""
-    root = tmp_path_factory.mktemp("demo")
+def test_the_kept_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One `python -m demo --keep` (about 30 s) serves every check below, in order, so no two
+    test workers each run it: its own output, every README command on what it kept, then the
+    dashboard on that data."""
+    root = tmp_path / "demo"
     try:
         done = subprocess.run(
             [sys.executable, "-m", "demo", "--keep", "--root", str(root)], cwd=ROOT,
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
-        kept = (root / "reckon.db").is_file()
-        reopened = _reopen_history(done.stdout)
-        yield Kept(done, kept, reopened)
+        demo_run = Kept(done, (root / "reckon.db").is_file(), _reopen_history(done.stdout))
+        _check_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate(demo_run)
+        with _mlflow_from(done.stdout) as uri:
+            _check_every_reckon_command_the_readme_shows_runs_on_it(demo_run, uri, tmp_path)
+            browser = Browser(find_chromium(), tmp_path / "chromium")
+            _check_every_dashboard_section_shows_its_data(demo_run, uri, browser, tmp_path)
+        keep_screenshot(capsys, tmp_path / "dashboard-demo.png")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate(
+def _check_the_demo_reconciles_the_articles_run_and_prints_a_calibrated_estimate(
     demo_run: Kept,
 ) -> None:
     done, kept, reopened = demo_run.done, demo_run.kept, demo_run.reopened
@@ -166,43 +179,40 @@ def readme_commands() -> set[str]:
     return found
 
 
-def test_every_reckon_command_the_readme_shows_runs_on_the_kept_demo(
-    demo_run: Kept, tmp_path: Path
+def _check_every_reckon_command_the_readme_shows_runs_on_it(
+    demo_run: Kept, uri: str, tmp_path: Path
 ) -> None:
     assert demo_run.done.returncode == 0, demo_run.done.stderr
     shown = readme_commands()
     assert set(EXCEPTIONS) <= shown
     assert shown - set(EXCEPTIONS) == set(ON_THE_DEMO), "a README command with no run here"
     env = {**os.environ, **_exports(demo_run.done.stdout)}
-    with _mlflow_from(demo_run.done.stdout) as uri:
-        env["MLFLOW_TRACKING_URI"] = uri
-        client = MlflowClient(uri)
-        experiment = client.get_experiment_by_name("llm-pretraining")
-        assert experiment is not None
-        run = make_training_run(
-            client, experiment.experiment_id, start=_days_ago(3), end=_days_ago(1)
-        )
-        recorded = subprocess.run(
-            [RECKON, "record", "--predicted", "2d", "--gpu", "h100-sxm", "--gpus", "64",
-             "--json"], capture_output=True, text=True, env=env, timeout=60, check=False,
-        )  # fmt: skip
-        fill = {"{estimate}": json.loads(recorded.stdout)["id"], "{run}": run,
-                "{out}": str(tmp_path / "report")}  # fmt: skip
-        failures = []
-        for name in ON_THE_DEMO:
-            for argv in ON_THE_DEMO[name]:
-                command = [fill.get(part, part) for part in argv]
-                done = subprocess.run(
-                    [RECKON, *command], capture_output=True, text=True, env=env, timeout=120,
-                    check=False,
-                )  # fmt: skip
-                if done.returncode != 0 or not done.stdout.strip():
-                    failures.append((command, done.returncode, done.stderr[-500:]))
+    env["MLFLOW_TRACKING_URI"] = uri
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("llm-pretraining")
+    assert experiment is not None
+    run = make_training_run(client, experiment.experiment_id, start=_days_ago(3), end=_days_ago(1))
+    recorded = subprocess.run(
+        [RECKON, "record", "--predicted", "2d", "--gpu", "h100-sxm", "--gpus", "64",
+         "--json"], capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    fill = {"{estimate}": json.loads(recorded.stdout)["id"], "{run}": run,
+            "{out}": str(tmp_path / "report")}  # fmt: skip
+    failures = []
+    for name in ON_THE_DEMO:
+        for argv in ON_THE_DEMO[name]:
+            command = [fill.get(part, part) for part in argv]
+            done = subprocess.run(
+                [RECKON, *command], capture_output=True, text=True, env=env, timeout=120,
+                check=False,
+            )  # fmt: skip
+            if done.returncode != 0 or not done.stdout.strip():
+                failures.append((command, done.returncode, done.stderr[-500:]))
     assert failures == []
 
 
-def test_every_dashboard_section_shows_the_demo_data(
-    demo_run: Kept, browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _check_every_dashboard_section_shows_its_data(
+    demo_run: Kept, uri: str, browser: Browser, tmp_path: Path
 ) -> None:
     """What a newcomer sees at `reckon serve` after `python -m demo --keep`: no panel empty."""
     assert demo_run.done.returncode == 0, demo_run.done.stderr
@@ -210,7 +220,6 @@ def test_every_dashboard_section_shows_the_demo_data(
     env.pop("RECKON_API_TOKEN", None)
     screenshot = tmp_path / "dashboard-demo.png"
     with (
-        _mlflow_from(demo_run.done.stdout) as uri,
         reckon_serve({**env, "MLFLOW_TRACKING_URI": uri}, tmp_path) as base,
         browser.page() as page,
     ):
@@ -236,7 +245,6 @@ def test_every_dashboard_section_shows_the_demo_data(
     assert len(running) == 1 and "+15.0%" in running[0], running
     assert len(set(factor_segments)) >= 3
     assert asked[0] == "rendered" and "P10" in asked[1], asked
-    keep_screenshot(capsys, screenshot)
 
 
 def _days_ago(days: float) -> datetime:
