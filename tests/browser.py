@@ -21,6 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.serving import wait_or_kill
+
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_TIMEOUT_SECONDS = 30.0
 WINDOW = (1400, 1000)  # CSS pixels; a screenshot is as tall as the page
@@ -231,11 +233,7 @@ class Browser:
             yield page
         finally:
             page.close()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+            wait_or_kill(process)
             os.close(to_browser)
             os.close(from_browser)
             self.requests = page_requests(run_dir / "netlog.json")

@@ -48,11 +48,16 @@ def serve_process(env: Mapping[str, str], cwd: Path) -> Iterator[Served]:
         yield Served(base, process.pid, log_path)
     finally:
         process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        wait_or_kill(process)
+
+
+def wait_or_kill(process: subprocess.Popen[bytes], grace_seconds: float = 15.0) -> None:
+    """Wait for a process told to stop; kill it after `grace_seconds`."""
+    try:
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
 
 
 @contextmanager

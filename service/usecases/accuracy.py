@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -52,8 +52,21 @@ def accuracy(
     by: str | None = None,
     since: datetime | None = None,
 ) -> Accuracy:
-    if by is not None and by not in GROUPINGS:
-        raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
+    return accuracies(uow, prior, params, bys=(by,), since=since)[0]
+
+
+def accuracies(
+    uow: UnitOfWork,
+    prior: Prior,
+    params: FitParameters,
+    *,
+    bys: Sequence[str | None],
+    since: datetime | None = None,
+) -> list[Accuracy]:
+    """One scoring (one read, one backtest) grouped each way of `bys`, in that order."""
+    for by in bys:
+        if by is not None and by not in GROUPINGS:
+            raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
     with uow:
         everything = uow.reconciliations.history(since=since)
         data, estimate_ids = uow.observations.read()
@@ -82,25 +95,30 @@ def accuracy(
         ):
             calibrated[estimate_ids[row]] = _Point(log_ratio, bool(inside))
             hand[estimate_ids[row]] = _Point(hand_ratio, None)
-    key = GROUPINGS[by] if by is not None else None
-    groups: dict[str, list[Reconciliation]] = defaultdict(list)
-    if key is not None:
-        for item in history:
-            groups[key(item)].append(item)
-    return Accuracy(
-        by=by,
+    scored = Accuracy(
+        by=None,
         since=since,
         overall=_pair(history, raw, calibrated, hand),
-        groups=tuple(
-            _group(name, _pair(items, raw, calibrated, hand), _fallback(active, by, name), evidence)
-            for name, items in sorted(groups.items())
-        ),
+        groups=(),
         retrospective=_pair(retrospective, raw, calibrated, hand),
         config_differs=sum(1 for item in history if item.config_check == CONFIG_DIFFERS),
         config_from_plan=sum(1 for item in history if item.config_check == CONFIG_FROM_PLAN),
         factor_set=None if active is None else active.version,
         fitted_on=None if active is None else active.reconciliation_count,
     )
+    grouped = []
+    for by in bys:
+        groups: dict[str, list[Reconciliation]] = defaultdict(list)
+        if by is not None:
+            key = GROUPINGS[by]
+            for item in history:
+                groups[key(item)].append(item)
+        rows = tuple(
+            _group(name, _pair(items, raw, calibrated, hand), _fallback(active, by, name), evidence)
+            for name, items in sorted(groups.items())
+        )
+        grouped.append(replace(scored, by=by, groups=rows))
+    return grouped
 
 
 def _evidence(

@@ -87,16 +87,14 @@ class Operations:
         since = None if scope.since is None else scope.since.isoformat()
         history = self._queries.history(since=since, gpu=scope.gpu)
         period = _period(history)
-        accuracy = self._queries.accuracy(by="segment", since=since)
-        series = self._queries.accuracy(by=f"segment_{period}", since=since)
+        accuracy, series, by_gpu = self._queries.accuracies(
+            ("segment", f"segment_{period}", "gpu_type"), since=since
+        )
         if scope.gpu is not None:
-            by_gpu = self._queries.accuracy(by="gpu_type", since=since)
             accuracy = _for_gpu(accuracy, scope.gpu, by_gpu)
             series = _for_gpu(series, scope.gpu, None)
         factor_history = self._factor_sets.history()
-        active = next(
-            (s for s in factor_history.sets if s.version == factor_history.active_version), None
-        )
+        active = factor_history.active
         if scope.since is not None:
             made = [s for s in factor_history.sets if s.created_at >= scope.since]
             factor_history = FactorHistory(made, factor_history.active_version)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from datetime import datetime
 
 from service.domain.records import (
@@ -146,14 +147,18 @@ class Queries:
         return HistoryPage(rows, total, query)
 
     def accuracy(self, *, by: str | None = None, since: str | None = None) -> Accuracy:
-        from service.usecases.accuracy import accuracy
+        return self.accuracies((by,), since=since)[0]
+
+    def accuracies(self, bys: Sequence[str | None], *, since: str | None = None) -> list[Accuracy]:
+        """Accuracy grouped several ways from one scoring (the backtest runs once)."""
+        from service.usecases.accuracy import accuracies
 
         c = self._context
-        return accuracy(
+        return accuracies(
             c.adapters.reader(),
             c.adapters.prior(),
             c.fit_parameters,
-            by=ACCURACY_ALIASES.get(by, by) if by is not None else None,
+            bys=[ACCURACY_ALIASES.get(by, by) if by is not None else None for by in bys],
             since=c.since(since),
         )
 

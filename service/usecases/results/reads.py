@@ -36,6 +36,10 @@ class FactorHistory:
     sets: list[FactorSet]
     active_version: int | None
 
+    @property
+    def active(self) -> FactorSet | None:
+        return next((s for s in self.sets if s.version == self.active_version), None)
+
 
 @dataclass(frozen=True)
 class Health:
