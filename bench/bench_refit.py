@@ -63,6 +63,8 @@ def synthetic_history(n: int, seed: int = 7) -> ObservationArrays:
         params=10.0 ** rng.uniform(9.0, 11.0, n),
         tokens=10.0 ** rng.uniform(10.0, 12.5, n),
         failures=failures,
+        # Global batch: 1-4 sequences of 4,096 tokens per GPU per step.
+        batch_tokens=gpus * 4096.0 * rng.choice([1.0, 2.0, 4.0], n),
     )
 
 

@@ -67,6 +67,7 @@ class Job:
             self.effective, self.utilization, self.overhead,
             gpus=None if self.gpus is None else float(self.gpus), params=self.params,
             tokens=self.tokens, failures=None if self.failures is None else float(self.failures),
+            batch_tokens=self.global_batch_tokens,
         )  # fmt: skip
 
 
@@ -230,7 +231,8 @@ def replay(
                     active, active_made, has_active = candidate, night, True
             night += timedelta(days=1)
         chosen = choose(active, job.gpu, job.precision, job.recompute, RAW)
-        chosen = scaling.at_scale(chosen, job.gpus, job.params)  # as a live estimate is
+        # as a live estimate is
+        chosen = scaling.at_scale(chosen, job.gpus, job.params, job.global_batch_tokens)
         predictions.append(
             Prediction(
                 job=job,

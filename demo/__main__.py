@@ -1,6 +1,7 @@
 """Reckon end to end on this machine, in about half a minute: start a local MLflow server
 (SQLite backend) on 127.0.0.1, seed a realistic history, run the nightly pass exactly as the
-scheduler does, print the accuracy table and a calibrated estimate, and stop what it started.
+scheduler does, print the accuracy table, the spend (planned against observed cost, priced
+by the prices file the demo writes) and a calibrated estimate, and stop what it started.
 
     python -m demo            (or `make demo`)
 
@@ -41,6 +42,21 @@ from service.entrypoints.scheduler import nightly_pass
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".demo"
 METRIC = "tokens_per_second"
 DAY = timedelta(days=1)
+# What a GPU-hour costs the team (RECKON_PRICES_FILE): history, accuracy, spend and the
+# dashboard show planned against observed cost. The V100 and H800 of the published runs are
+# left out on purpose: a run without a price has no cost, and `reckon spend` says so.
+PRICES = """\
+currency = "USD"
+
+[gpu.a100-80gb]
+price_per_gpu_hour = 1.80
+
+[gpu.a100-40gb]
+price_per_gpu_hour = 1.30
+
+[gpu.h100]
+price_per_gpu_hour = 2.90
+"""
 
 
 @dataclass(frozen=True)
@@ -154,11 +170,14 @@ def seed(settings: Settings, client: MlflowClient, experiment_id: str) -> int:
 def running_job(
     app: Reckon, clock: SettableClock, client: MlflowClient, experiment_id: str, now: datetime
 ) -> str:
-    """One job still RUNNING (`reckon running`, the dashboard's "Running now"): planned a
-    week ago at the defaults, started two days ago, training 15% slower than planned."""
+    """One job still RUNNING (`reckon running`, `reckon forecast`, the dashboard's "Running
+    now" and "At risk"): planned a week ago at the defaults (7.1 days) with a deadline 13 days
+    from then (6 days from now; the plan finishes in 5.1), started two days ago, training 15%
+    slower than planned: its P50 finish is 6.2 days away, past the deadline, so it is at
+    risk."""
     raw = RawInputs(params=13e9, tokens=4e11, gpu="h100-sxm", gpus=128, precision="bf16")
     clock.moment = now - 7 * DAY
-    saved = app.planning.save(raw, label="13B pretraining (running now)").saved
+    saved = app.planning.save(raw, label="13B pretraining (running now)", deadline="13d").saved
     assert saved.estimate is not None
     planned = saved.estimate
     throughput = raw.tokens / planned.compute_seconds / 1.15
@@ -213,11 +232,13 @@ def main() -> None:
             print(f"MLflow server on {server.uri} (ready in {server.startup_seconds:.1f} s)")
             client = MlflowClient(server.uri)
             experiment_id = str(client.create_experiment("llm-pretraining"))
+            (root / "prices.toml").write_text(PRICES, encoding="utf-8")
             env = {
                 **os.environ,
                 "RECKON_DATABASE_URL": f"sqlite:///{root / 'reckon.db'}",
                 "MLFLOW_TRACKING_URI": server.uri,
                 "RECKON_EXPERIMENTS": "llm-pretraining",
+                "RECKON_PRICES_FILE": str(root / "prices.toml"),
             }
             os.environ.update(env)
             settings = Settings()
@@ -232,8 +253,11 @@ def main() -> None:
             app.close()
             reckon("history", "--limit", "6", env=env)
             reckon("accuracy", "--by", "segment", env=env)
+            reckon("spend", "--by", "gpu", env=env)
             reckon("factors", env=env)
             reckon("running", env=env)
+            print("\n# the hourly forecast job, once: reckon.eta* tags on the running run")
+            reckon("forecast", env=env)
             reckon(
                 "estimate", "--params", "7e9", "--tokens", "1e12", "--gpu", "a100-80gb",
                 "--gpus", "8", "--recompute", "full", "--calibrated", env=env,
@@ -251,7 +275,12 @@ def main() -> None:
 def next_steps(server: MlflowServer, env: dict[str, str], root: Path) -> str:
     """The exact commands that reopen what `--keep` kept: the MLflow server on its data,
     the variables, and a few commands to try (the dashboard at `reckon serve`)."""
-    names = ("RECKON_DATABASE_URL", "MLFLOW_TRACKING_URI", "RECKON_EXPERIMENTS")
+    names = (
+        "RECKON_DATABASE_URL",
+        "MLFLOW_TRACKING_URI",
+        "RECKON_EXPERIMENTS",
+        "RECKON_PRICES_FILE",
+    )
     exports = "\n".join(f"export {name}={shlex.quote(env[name])}" for name in names)
     mlflow = " ".join(shlex.quote(part) for part in server.command())
     reckon = shlex.quote(str(Path(sys.executable).with_name("reckon")))
@@ -259,7 +288,7 @@ def next_steps(server: MlflowServer, env: dict[str, str], root: Path) -> str:
         f"\nkept {root}; to reopen it:\n"
         f"  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false {mlflow} &\n"
         + "\n".join(f"  {line}" for line in exports.splitlines())
-        + f"\n  {reckon} history\n  {reckon} accuracy --by segment\n"
+        + f"\n  {reckon} history\n  {reckon} accuracy --by segment\n  {reckon} spend --by month\n"
         f"  {reckon} serve    # then open http://127.0.0.1:8000/ (the dashboard)\n"
         f"remove it with: rm -r {shlex.quote(str(root))}"
     )

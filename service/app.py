@@ -66,7 +66,7 @@ class Reckon:
 
     @cached_property
     def queries(self) -> Queries:
-        """history, accuracy, running, jobs, metrics"""
+        """history, accuracy, spend, running, jobs, metrics"""
         from service.usecases.queries import Queries
 
         return Queries(self._context)

@@ -14,6 +14,7 @@ from service import environment
 from service.app import Adapters, Policy, Reckon
 from service.domain.errors import MlflowNotConfigured
 from service.domain.hardware import Catalog, build_catalog
+from service.domain.prices import PriceTable, load_prices
 from service.domain.records import SchemaStatus
 from service.ports import Clock
 
@@ -50,6 +51,11 @@ class _Wiring:
         # The catalog-only commands must not load pydantic-settings (see service.environment).
         path = self.settings.hardware_file if self._explicit else environment.hardware_file()
         return build_catalog(path)
+
+    @cached_property
+    def prices(self) -> PriceTable | None:
+        path = self.settings.prices_file
+        return None if path is None else load_prices(path, self.catalog)
 
     @cached_property
     def raw_engine(self) -> Engine:
@@ -118,6 +124,11 @@ class _Wiring:
 
         return locks.pass_lock(self.engine)
 
+    def forecast_lock(self) -> PassLock:
+        from service.adapters.db import locks
+
+        return locks.pass_lock(self.engine, locks.FORECAST_LOCK_NAME)
+
     @cached_property
     def prior(self) -> Prior:
         from service.calibration import priors
@@ -185,11 +196,13 @@ def build(settings: Settings | None = None, *, clock: Clock | None = None) -> Re
         reader=wiring.reader,
         run_source=wiring.run_source,
         pass_lock=wiring.pass_lock,
+        forecast_lock=wiring.forecast_lock,
         launch_runs=wiring.launch_runs,
         schema=lambda: wiring.schema,
         prior=lambda: wiring.prior,
         clock=clock or SystemClock(),
         close=wiring.close,
+        prices=lambda: wiring.prices,
     )
     return Reckon(adapters, lambda: _policy(wiring.settings))
 
@@ -200,6 +213,7 @@ def _policy(settings: Settings) -> Policy:
         write_back_tags=settings.write_back_tags,
         half_life_days=settings.half_life_days,
         schedule=settings.schedule,
+        running_schedule=settings.running_schedule,
         timezone=settings.timezone,
         api_token=settings.api_token,
         max_request_bytes=settings.max_request_bytes,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.domain.errors import InputError
@@ -28,15 +28,23 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = Field(default=None, validation_alias="MLFLOW_TRACKING_URI")
     experiments: str = ""  # comma-separated names or ids; empty means every active one
     schedule: str = "0 2 * * *"
+    running_schedule: str = "0 * * * *"  # the forecast job (reckon forecast), hourly
     timezone: str = "UTC"
     api_token: str | None = None
     # A request body larger than this is refused (413) before it is read.
     max_request_bytes: int = Field(default=1_048_576, ge=1_024, le=1_073_741_824)
     throughput_metric: str = "tokens_per_second"
     profiles_file: Path | None = None  # TOML: in-house trainers' metric names (service.profiles)
+    prices_file: Path | None = None  # TOML: price per GPU-hour per GPU (service.domain.prices)
     lookback_hours: float = Field(default=48.0, ge=0, le=24 * 365 * 10)
     write_back_tags: bool = True
     half_life_days: float = Field(default=DEFAULT_HALF_LIFE_DAYS, gt=0)
+
+    @field_validator("prices_file", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        """RECKON_PRICES_FILE= (set, but empty) names no file, as when it is not set."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def experiment_list(self) -> list[str]:

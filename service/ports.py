@@ -42,8 +42,7 @@ class RunSource(Protocol):
 
     def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
         """Linked runs in a terminal status with no end time, among the `limit` latest
-        started after `started_after` (one request: a probe; no end-time window finds
-        them)."""
+        started after `started_after` (one request, a probe: no end-time window finds it)."""
         ...
 
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
@@ -175,8 +174,7 @@ class StagingStore(Protocol):
         ...
 
     def apply(self, pass_id: int, now: datetime) -> None:
-        """Store the staged runs, add their new tag links (existing links win) and store
-        the staged reconciliations."""
+        """Store the staged runs and reconciliations, add their new tag links (old win)."""
         ...
 
     def clear(self, pass_id: int | None = None) -> None: ...
@@ -284,9 +282,11 @@ class ObservationStore(Protocol):
 
 
 class OutboxStore(Protocol):
-    """Tags owed to MLflow runs (the write-back outbox)."""
+    """Tags owed to MLflow runs (the write-back outbox); `queue` merges them per tag."""
 
-    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None: ...
+    def queue(
+        self, items: Sequence[PendingTags], *, pass_id: int | None, now: datetime
+    ) -> None: ...
 
     def pending(self, limit: int) -> list[PendingTags]: ...
 

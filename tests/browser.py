@@ -32,7 +32,10 @@ PANELS = (
     "chart-scatter",
     "chart-coverage",
     "chart-factors",
+    "chart-scale",
     "table-history",
+    "table-spend",
+    "table-at-risk",
     "table-running",
 )
 ALL_DRAWN = (  # the page's last draw finished, and every panel reached a state
@@ -123,6 +126,27 @@ class Page:
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
         )
         shot = self.call("Page.captureScreenshot", {"format": "png"})
+        path.write_bytes(base64.b64decode(shot["data"]))
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False},
+        )
+
+    def screenshot_of(self, selector: str, path: Path) -> None:
+        """One element (its bounding box on the whole page, 8 px around it), as a PNG."""
+        width, _ = WINDOW
+        height = int(self.evaluate("document.documentElement.scrollHeight"))
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        x, y, w, h = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.x + scrollX, r.y + scrollY, r.width, r.height];"
+            " })()"
+        )
+        clip = {"x": max(x - 8, 0), "y": max(y - 8, 0), "width": w + 16, "height": h + 16}
+        shot = self.call("Page.captureScreenshot", {"format": "png", "clip": {**clip, "scale": 1}})
         path.write_bytes(base64.b64decode(shot["data"]))
         self.call(
             "Emulation.setDeviceMetricsOverride",

@@ -19,6 +19,7 @@ from service.calibration.model import FactorSet
 from service.calibration.observations import Observation, ObservationArrays
 from service.domain.errors import UnavailableError
 from service.domain.hardware import build_catalog
+from service.domain.prices import Price, PriceTable
 from service.domain.records import (
     ESTIMATE_TAG,
     TERMINAL_STATUSES,
@@ -265,11 +266,29 @@ class _Reconciliations:
         self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None
     ) -> list[Reconciliation]:
         rows = [
-            item
+            dataclasses.replace(item, price=self._own_price(item.estimate_id))
             for item in self.state.reconciliations.values()
             if (since is None or item.ended_at >= since) and (gpu is None or item.gpu == gpu)
         ]
         return sorted(rows, key=lambda item: item.ended_at, reverse=True)[:limit]
+
+    def _own_price(self, estimate_id: str) -> Price | None:
+        """The estimate's own price, read with the history as the database's read does."""
+        saved = self.state.estimates.get(estimate_id)
+        request = None if saved is None or saved.estimate is None else saved.estimate.request
+        if request is None or request.price_per_gpu_hour is None:
+            return None
+        return Price(request.price_per_gpu_hour, request.currency)
+
+    def _experiment(self, item: Reconciliation) -> str | None:
+        """The experiment of its first linked run (by start), as the database's read has it."""
+        runs = [
+            run
+            for run_id, (estimate_id, _source) in self.state.links.items()
+            if estimate_id == item.estimate_id and (run := self.state.runs.get(run_id))
+        ]
+        runs.sort(key=lambda run: (run.started_at or datetime.min.replace(tzinfo=UTC), run.run_id))
+        return runs[0].experiment_id if runs else None
 
     def page(self, query: HistoryQuery) -> tuple[list[Reconciliation], int]:
         found = query.search.lower() if query.search else None
@@ -295,6 +314,8 @@ class _Reconciliations:
             return value, row.estimate_id
 
         ordered = sorted(rows, key=key)
+        if query.experiments:
+            ordered = [dataclasses.replace(r, experiment_id=self._experiment(r)) for r in ordered]
         end = None if query.limit is None else query.offset + query.limit
         return ordered[query.offset : end], len(rows)
 
@@ -444,9 +465,11 @@ class _Observations:
 class _Outbox:
     state: _State
 
-    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None:
+    def queue(self, items: Sequence[PendingTags], *, pass_id: int | None, now: datetime) -> None:
         for item in items:
-            self.state.outbox[item.run_id] = (item, 0)
+            earlier = self.state.outbox.get(item.run_id)
+            tags = {**(earlier[0].tags if earlier else {}), **item.tags}
+            self.state.outbox[item.run_id] = (PendingTags(item.run_id, item.estimate_id, tags), 0)
 
     def pending(self, limit: int) -> list[PendingTags]:
         owed = sorted(self.state.outbox.values(), key=lambda pair: (pair[1], pair[0].run_id))
@@ -624,12 +647,18 @@ class FakeWorld:
     uow: FakeUnitOfWork
     source: FakeRunSource
     lock: FakeLock
+    forecast_lock: FakeLock
 
 
 def fake_app(
-    *, runs: Sequence[ObservedRun] = (), clock: Any = None, policy: Policy | None = None
+    *,
+    runs: Sequence[ObservedRun] = (),
+    clock: Any = None,
+    policy: Policy | None = None,
+    prices: PriceTable | None = None,
 ) -> FakeWorld:
     uow, source, lock = FakeUnitOfWork(), FakeRunSource(list(runs)), FakeLock()
+    forecast_lock = FakeLock()
     catalog, prior = build_catalog(), priors.default_prior()
     adapters = Adapters(
         catalog=lambda: catalog,
@@ -641,5 +670,8 @@ def fake_app(
         schema=FakeSchema,
         prior=lambda: prior,
         clock=clock or SystemClock(),
+        prices=lambda: prices,
+        forecast_lock=lambda: forecast_lock,
     )
-    return FakeWorld(Reckon(adapters, lambda: policy or Policy()), uow, source, lock)
+    world = Reckon(adapters, lambda: policy or Policy())
+    return FakeWorld(world, uow, source, lock, forecast_lock)

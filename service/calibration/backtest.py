@@ -296,8 +296,9 @@ def _predict(factors: Mapping[str, SegmentFactors], targets: ObservationArrays) 
         if slopes.any:
             mine = which == i
             u_change, keep_change, variance[mine] = scaling.log_effective_change(
-                slopes, float(log_u[i]), targets.gpus[mine], targets.params[mine]
-            )
+                slopes, float(log_u[i]), targets.gpus[mine], targets.params[mine],
+                targets.batch_tokens[mine],
+            )  # fmt: skip
             target_log_e[mine] = log_e[i] + u_change + keep_change
     widened = variance > 0  # the slopes' own uncertainty; none without a slope
     low_t = np.where(widened, np.sqrt(low[which] ** 2 + variance), low[which])

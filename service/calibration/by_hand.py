@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from service.calibration import scaling
+from service.calibration import ranges, scaling
 from service.calibration.model import (
     Z90,
     Prior,
@@ -59,7 +59,7 @@ def hand_entry(
     u = e at raw's overhead; σ below/above from the 10th/90th percentiles of the baseline's
     backtest `residuals` (log predicted/observed wall) where there are enough, else the
     prior's. Served as it is: no scale slopes."""
-    rows = scaling.rows_of(
+    rows = ranges.rows_of(
         entry.segment,
         data,
         {name: i for i, name in enumerate(data.gpu_names)},

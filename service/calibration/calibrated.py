@@ -46,7 +46,10 @@ def calibrated_estimate(
         segments, hardware.gpu, hardware.precision, request.recompute, request.factors
     )
     model = request.model
-    factors, outside = scaling.for_job(factors, hardware.gpus, model.params, model.tokens)
+    factors, outside = scaling.for_job(
+        factors, hardware.gpus, model.params, model.tokens,
+        batch_tokens=model.global_batch_tokens,
+    )  # fmt: skip
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = compute(catalog, dataclasses.replace(request, factors=fitted))
     return Calibrated(

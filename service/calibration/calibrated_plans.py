@@ -16,6 +16,7 @@ from service.domain import flops
 from service.domain.bounds import INT_MAX
 from service.domain.errors import InputError
 from service.domain.flops import PeakLookup
+from service.domain.memory_plans import Bound
 from service.domain.units import format_duration
 from service.domain.values import Estimate, EstimateRequest, Factors, Interval
 
@@ -35,14 +36,18 @@ class CalibratedWall:
 
 @dataclass(frozen=True)
 class CalibratedPlan:
-    """The fewest GPUs (a multiple of `multiple_of`) whose wall time at quantile
-    `confidence` is within the deadline, and the calibrated estimate at that count."""
+    """The fewest GPUs (a multiple of `multiple_of`, and at least the fewest whose memory
+    fits) whose wall time at quantile `confidence` is within the deadline, and the calibrated
+    estimate at that count. `bound` says what decided it: "time" (the deadline) or "memory";
+    `time_gpus` is what the deadline alone needs."""
 
     deadline_seconds: float
     gpus: int
     multiple_of: int
     confidence: float
     wall: CalibratedWall
+    bound: Bound = "time"
+    time_gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,11 @@ def calibrated_plan(
     deadline_seconds: float,
     confidence: float = 0.5,
     multiple_of: int = 1,
+    min_gpus: int = 1,
 ) -> CalibratedPlan:
     """The fewest GPUs, a multiple of `multiple_of` (8 for whole nodes of eight), whose
-    wall time at quantile `confidence` meets `deadline_seconds`."""
+    wall time at quantile `confidence` meets `deadline_seconds`, and no fewer than
+    `min_gpus` (the fewest whose memory fits, a multiple of `multiple_of`)."""
     if not math.isfinite(deadline_seconds) or deadline_seconds <= 0:
         raise InputError(f"deadline must be positive, got {deadline_seconds!r}")
     if multiple_of < 1:
@@ -112,9 +119,20 @@ def calibrated_plan(
             steps = middle
         else:
             low = middle + 1
-    gpus = steps * multiple_of
+    time_gpus = gpus = steps * multiple_of
+    bound: Bound = "time"
+    if min_gpus > time_gpus:
+        # Past `fastest` wall time rises again: the count memory needs may miss the deadline.
+        gpus, bound = math.ceil(min_gpus / multiple_of) * multiple_of, "memory"
+        if wall_at(gpus // multiple_of) > deadline_seconds:
+            raise InputError(
+                f"no count of {hardware.gpu} both fits in memory and meets the deadline at "
+                f"P{round(100 * confidence)}: the fewest that fit, {gpus:,}, take "
+                f"{format_duration(wall_at(gpus // multiple_of))} (more GPUs stop helping "
+                f"beyond {fastest * multiple_of:,})"
+            )
     chosen = _wall_with(_with_gpus(request, gpus), peak_flops, factors, confidence)
-    return CalibratedPlan(deadline_seconds, gpus, multiple_of, confidence, chosen)
+    return CalibratedPlan(deadline_seconds, gpus, multiple_of, confidence, chosen, bound, time_gpus)
 
 
 def _fastest(wall_at: Callable[[int], float], most: int) -> int:
@@ -193,8 +211,9 @@ def _wall_with(
     model size (service.calibration.scaling; `scaled=False`: a utilization the planner gave)."""
     model = request.model
     factors, outside = scaling.for_job(
-        factors, request.hardware.gpus, model.params, model.tokens, move=scaled
-    )
+        factors, request.hardware.gpus, model.params, model.tokens, move=scaled,
+        batch_tokens=model.global_batch_tokens,
+    )  # fmt: skip
     # A fitted utilization above 1 means a wrong peak in the catalog: capped, as estimates do.
     fitted = Factors(min(factors.utilization, 1.0), factors.overhead)
     result = flops.estimate(dataclasses.replace(request, factors=fitted), peak_flops)

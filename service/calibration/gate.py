@@ -101,7 +101,7 @@ def assess(
         if versus_raw.worse or versus_hand.worse:
             fallbacks.append(key)
             to_hand = versus_hand.raw is not None and (
-                versus_raw.raw is None or versus_hand.raw < versus_raw.raw
+                versus_raw.raw is None or versus_hand.raw <= versus_raw.raw * (1 + TIE)
             )
             segments[key] = baselines.entry(calibrated[key], to_hand)
     log_ratio, inside = baselines.served(segments, targets, detail.log_ratio, cal_inside)
@@ -162,11 +162,14 @@ def _worse_beyond_noise(log_ratio: FloatArray, baseline_log_ratio: FloatArray) -
 
 
 def _better(hand: BacktestResult, raw: BacktestResult) -> bool:
-    """Whether the hand baseline scores better than raw (raw wins ties: it is the default)."""
+    """Whether the hand baseline scores no worse than raw. The hand baseline wins ties: it
+    is raw wherever it had no runs of the segment to look at, and the segment's own median
+    where it has (MLPerf, each round predicted from the earlier ones: 0.261 → 0.214; the
+    growing organisation 1.54 → 1.56× the oracle, within its seeds' spread)."""
     return (
         hand.median_ape is not None
         and raw.median_ape is not None
-        and hand.median_ape < raw.median_ape * (1 - TIE)
+        and hand.median_ape <= raw.median_ape * (1 + TIE)
     )
 
 

@@ -63,10 +63,10 @@ class FitParameters:
     change_discount: float = 0.05  # weight multiplier for runs before a detected change
     thin_n: int = 10  # below this many runs, a segment's range is never narrower than its parent's
     # Scale slopes (service.calibration.scaling): a slope needs this many runs that know its
-    # covariate, this much spread of it within segments (log units: 0.35 ≈ a factor 1.4),
+    # covariate, this much spread of it within segments (log units: 0.25 ≈ a factor 1.3),
     # and |slope| of at least this many standard errors.
     min_slope_n: int = 20
-    min_slope_spread: float = 0.35
+    min_slope_spread: float = 0.25
     slope_z: float = 3.0
     # ... and must matter: at least this change of log utilization over one within-segment
     # standard deviation of its covariate (a 2% effect is below what a plan can use).
@@ -141,6 +141,11 @@ class SegmentFactors:
     failure_rate: float = 0.0
     failure_cost_hours: float = 0.0
     failure_cost_se: float = 0.0
+    # Tokens per GPU per optimizer step: log u gains b_B·(log(B/G) − reference) where the
+    # job states its global batch B (tokens per step).
+    batch_slope: float = 0.0
+    batch_slope_se: float = 0.0
+    log_batch_reference: float = 0.0
     # The GPU counts, parameter counts and tokens of the runs the entry was fitted on.
     gpus_min: float | None = None
     gpus_max: float | None = None

@@ -34,6 +34,8 @@ class Observation:
     tokens: float | None = None
     # FAILED/KILLED segments among the runs reconciled (None: not counted).
     failures: float | None = None
+    # Tokens per optimizer step over all GPUs (global batch × sequence length), where known.
+    batch_tokens: float | None = None
 
     def __post_init__(self) -> None:
         if self.ended_at.tzinfo is None or self.started_at.tzinfo is None:
@@ -52,7 +54,7 @@ class Observation:
 # ObservationArrays' per-row float columns (besides the three name codes).
 FLOAT_COLUMNS = (
     "started_at", "ended_at", "effective_utilization", "utilization", "overhead",
-    "gpus", "params", "tokens", "failures",
+    "gpus", "params", "tokens", "failures", "batch_tokens",
 )  # fmt: skip
 
 
@@ -60,7 +62,7 @@ FLOAT_COLUMNS = (
 class ObservationArrays:
     """Observations as columns, for big histories: integer codes into the name tuples, times
     in seconds since the Unix epoch (UTC), NaN utilization/overhead where no throughput, NaN
-    GPU count, parameters, tokens and failures where unknown."""
+    GPU count, parameters, tokens, failures and global batch tokens where unknown."""
 
     gpu_names: tuple[str, ...]
     precision_names: tuple[str, ...]
@@ -77,13 +79,14 @@ class ObservationArrays:
     params: FloatArray
     tokens: FloatArray
     failures: FloatArray
+    batch_tokens: FloatArray
 
     def __post_init__(self) -> None:
         columns = (
             *(self.gpu, self.precision, self.recompute),
             *(self.started_at, self.ended_at),
             *(self.effective_utilization, self.utilization, self.overhead),
-            *(self.gpus, self.params, self.tokens, self.failures),
+            *(self.gpus, self.params, self.tokens, self.failures, self.batch_tokens),
         )
         if any(column.ndim != 1 or column.size != len(self) for column in columns):
             raise ValueError("observation columns must be 1-D and of equal length")
@@ -133,6 +136,7 @@ class ObservationArrays:
             params=floats([o.params for o in observations]),
             tokens=floats([o.tokens for o in observations]),
             failures=floats([o.failures for o in observations]),
+            batch_tokens=floats([o.batch_tokens for o in observations]),
         )
 
     def take(self, rows: IntArray) -> ObservationArrays:

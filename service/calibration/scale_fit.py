@@ -17,12 +17,14 @@ from service.calibration.model import FitParameters
 from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray, weighted_median_of
 from service.calibration.scaling import (
+    MAX_PARAMS_SLOPE,
     MAX_SLOPE,
     NO_SCALE,
     NONE,
     Scale,
     Slopes,
     failures_per_hour,
+    log_batch,
     logs,
     segment_codes,
     segment_key,
@@ -45,6 +47,7 @@ class _Design:
     deviating_keys: tuple[str, ...]
     log_gpus_reference: float
     log_params_reference: float
+    log_batch_reference: float
     deviating_codes: IntArray  # the segment code each deviation column lives in
 
 
@@ -52,6 +55,7 @@ def _design(
     terms: Sequence[str],
     log_g: FloatArray,
     log_n: FloatArray,
+    log_b: FloatArray,
     segment: IntArray,
     weights: FloatArray,
     data: ObservationArrays,
@@ -64,17 +68,28 @@ def _design(
         known &= np.isfinite(log_g)
     if "params" in terms:
         known &= np.isfinite(log_n)
+    if "batch" in terms:
+        known &= np.isfinite(log_b)
     rows = np.flatnonzero(known)
     w = weights[rows]
     total = float(w.sum())
-    ref_g = float(np.average(log_g[rows], weights=w)) if "gpus" in terms and total > 0 else 0.0
-    ref_n = float(np.average(log_n[rows], weights=w)) if "params" in terms and total > 0 else 0.0
+
+    def reference(term: str, values: FloatArray) -> float:
+        return float(np.average(values[rows], weights=w)) if term in terms and total > 0 else 0.0
+
+    ref_g, ref_n, ref_b = (
+        reference("gpus", log_g),
+        reference("params", log_n),
+        reference("batch", log_b),
+    )
     columns = []
     for term in terms:
         if term == "gpus":
             columns.append(log_g[rows] - ref_g)
         elif term == "params":
             columns.append(log_n[rows] - ref_n)
+        elif term == "batch":
+            columns.append(log_b[rows] - ref_b)
         else:  # curvature
             columns.append((log_n[rows] - ref_n) ** 2)
     deviating: list[str] = []
@@ -92,7 +107,7 @@ def _design(
                 columns.append(np.where(mine, log_g[rows] - ref_g, 0.0))
     x = np.column_stack(columns) if columns else np.empty((rows.size, 0))
     owners = np.array(codes, dtype=np.intp)
-    return _Design(tuple(terms), rows, x, tuple(deviating), ref_g, ref_n, owners)
+    return _Design(tuple(terms), rows, x, tuple(deviating), ref_g, ref_n, ref_b, owners)
 
 
 def _supported(term: str, k: int, fitted: WithinFit, params: FitParameters) -> bool:
@@ -166,6 +181,7 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
         chosen = np.sort(np.random.default_rng(0).choice(len(data), SAMPLE_ROWS, replace=False))
         data, weights = data.take(chosen), weights[chosen]
     log_g, log_n = logs(data)
+    log_b = log_batch(data.batch_tokens, data.gpus)
     z = failures_per_hour(data)
     segment = segment_codes(data)
     failures = _failure_term(data, z, log_g, segment, weights, params)
@@ -179,11 +195,18 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
         terms.append("params")
         if _bends(log_n, weights, segment) >= params.min_slope_spread**2:
             terms.append("curvature")
+    known_batch = np.isfinite(log_b)
+    if (
+        np.count_nonzero(known_batch) >= params.min_slope_n
+        and within_spread(log_b[known_batch], weights[known_batch], segment[known_batch])
+        >= params.min_slope_spread
+    ):
+        terms.append("batch")
     candidates = [terms]
     if "curvature" in terms:
         candidates.append([t for t in terms if t != "curvature"])
     for first in candidates:
-        found = _select(first, log_g, log_n, y_all, segment, weights, data, params)
+        found = _select(first, (log_g, log_n, log_b), y_all, segment, weights, data, params)
         if found is not None:
             return _scale_of(found, log_n, failures)
     return Scale(failures) if failures.any else NO_SCALE
@@ -220,8 +243,7 @@ class _Selected:
 
 def _select(
     terms: list[str],
-    log_g: FloatArray,
-    log_n: FloatArray,
+    covariates: tuple[FloatArray, FloatArray, FloatArray],
     y_all: FloatArray,
     segment: IntArray,
     weights: FloatArray,
@@ -239,10 +261,10 @@ def _select(
         )  # fmt: skip
 
     while terms:  # each round returns or keeps strictly fewer terms
-        shared = _design(terms, log_g, log_n, segment, weights, data, params, deviations=False)
+        shared = _design(terms, *covariates, segment, weights, data, params, deviations=False)
         if shared.rows.size < params.min_slope_n:
             return None
-        full = _design(terms, log_g, log_n, segment, weights, data, params, deviations=True)
+        full = _design(terms, *covariates, segment, weights, data, params, deviations=True)
         shared_fit, full_fit = fitted(shared), fitted(full)
         if shared_fit is None or full_fit is None:
             return None
@@ -273,8 +295,9 @@ def _scale_of(selected: _Selected, log_n: FloatArray, failures: Slopes) -> Scale
     for k, term in enumerate(design.terms):
         shrink = max(0.0, 1.0 - (float(se[k]) / float(fitted.beta[k])) ** 2)
         value = float(fitted.beta[k]) * shrink
-        if term in ("gpus", "params"):
-            value = float(np.clip(value, -MAX_SLOPE, MAX_SLOPE))
+        if term in ("gpus", "params", "batch"):
+            most = MAX_PARAMS_SLOPE if term == "params" else MAX_SLOPE
+            value = float(np.clip(value, -most, most))
         values[term], errors[term] = value, float(se[k])
     low = high = design.log_params_reference
     if "params" in design.terms:
@@ -288,6 +311,9 @@ def _scale_of(selected: _Selected, log_n: FloatArray, failures: Slopes) -> Scale
         params_se=errors.get("params", 0.0),
         curvature=values.get("curvature", 0.0),
         curvature_se=errors.get("curvature", 0.0),
+        batch=values.get("batch", 0.0),
+        batch_se=errors.get("batch", 0.0),
+        log_batch_reference=design.log_batch_reference,
         log_gpus_reference=design.log_gpus_reference,
         log_params_reference=design.log_params_reference,
         log_params_low=low,

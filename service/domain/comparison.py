@@ -240,6 +240,7 @@ def judge(
         kind=plan.kind,
         config_check=config.check,
         params=plan.params,
+        global_batch_tokens=plan.global_batch_tokens,
         planned_gpus=plan.gpus,
         planned_tokens=plan.tokens,
         planned_precision=plan.precision,

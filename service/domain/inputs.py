@@ -12,6 +12,7 @@ from typing import Literal
 from service.domain import bounds
 from service.domain.errors import InputError
 from service.domain.hardware import PRECISIONS
+from service.domain.memory import OPTIMIZERS, SHARDINGS
 from service.domain.units import parse_count
 from service.domain.values import DEFAULT_OVERHEAD, DEFAULT_UTILIZATION, RECOMPUTE_MODES
 
@@ -83,6 +84,12 @@ ESTIMATE_INPUTS: tuple[InputField, ...] = (
     InputField("hidden_size", "int", "Model width d.", schema=_COUNT),
     InputField("seq_len", "int", "Sequence length T.", schema=_COUNT),
     InputField(
+        "global_batch_tokens",
+        "count",
+        "Tokens per optimizer step over all GPUs (global batch x sequence length: 4M, 4194304); "
+        "calibrated factors move with the tokens each GPU gets per step.",
+    ),
+    InputField(
         "price_per_gpu_hour",
         "float",
         "Price of one GPU-hour, to report cost.",
@@ -94,6 +101,38 @@ ESTIMATE_INPUTS: tuple[InputField, ...] = (
         "Currency of the price and the cost (ISO 4217 code).",
         "USD",
         schema={"pattern": "^[A-Z]{3}$"},
+    ),
+)
+
+
+# What training memory per GPU depends on beyond the estimate's inputs (service/domain/
+# memory.py): how the model states are sharded, which optimizer holds states, and the
+# micro-batch that sizes the activations (counted only when --layers, --hidden-size and
+# --seq-len are given). Options of estimate, plan and sensitivity like the inputs above, but
+# not part of an estimate's stored inputs (a saved estimate keeps its time, not its memory).
+MEMORY_INPUTS: tuple[InputField, ...] = (
+    InputField(
+        "sharding",
+        "text",
+        "How the model states are split over the GPUs: none (plain data parallel), zero1 "
+        "(optimizer states), zero2 (and gradients) or fsdp (and weights).",
+        "fsdp",
+        schema={"enum": list(SHARDINGS)},
+    ),
+    InputField(
+        "optimizer",
+        "text",
+        "Optimizer whose states each GPU holds: adam (fp32 master weights, momentum and "
+        "variance) or sgd (with momentum).",
+        "adam",
+        schema={"enum": list(OPTIMIZERS)},
+    ),
+    InputField(
+        "micro_batch",
+        "int",
+        "Sequences per GPU per forward pass (sizes the activations, with the shape).",
+        shown_default="1",
+        schema=_COUNT,
     ),
 )
 
@@ -114,8 +153,12 @@ class RawInputs:
     layers: int | None = None
     hidden_size: int | None = None
     seq_len: int | None = None
+    global_batch_tokens: float | None = None
     price_per_gpu_hour: float | None = None
     currency: str = "USD"
+    sharding: str = "fsdp"
+    optimizer: str = "adam"
+    micro_batch: int = 1
 
     @property
     def factors_given(self) -> bool:
@@ -126,7 +169,7 @@ def parse_inputs(values: Mapping[str, object], *, gpus: int | None = None) -> Ra
     """Collected values (CLI options or API parameters, by field name) as typed inputs.
     `gpus` stands in for a command that chooses the count itself (`plan`)."""
     parsed: dict[str, object] = {}
-    for spec in ESTIMATE_INPUTS:
+    for spec in (*ESTIMATE_INPUTS, *MEMORY_INPUTS):
         raw = values.get(spec.name)
         if spec.name == "gpus" and gpus is not None:
             raw = gpus

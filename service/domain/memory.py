@@ -315,13 +315,16 @@ def min_gpus_that_fit(
     return GpuCount("fits", gpus, training_memory(config, gpus))
 
 
+_SHARDED_TERMS: dict[str, frozenset[str]] = {  # built once: GET /v1/estimate is a hot route
+    "none": frozenset(),
+    "zero1": frozenset({"optimizer"}),
+    "zero2": frozenset({"optimizer", "gradients"}),
+    "fsdp": frozenset({"optimizer", "gradients", "weights"}),
+}
+
+
 def _sharded_terms(sharding: Sharding) -> frozenset[str]:
-    return {
-        "none": frozenset(),
-        "zero1": frozenset({"optimizer"}),
-        "zero2": frozenset({"optimizer", "gradients"}),
-        "fsdp": frozenset({"optimizer", "gradients", "weights"}),
-    }[sharding]
+    return _SHARDED_TERMS[sharding]
 
 
 def _sharded_bytes(sharding: Sharding, memory: TrainingMemory) -> float:

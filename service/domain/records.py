@@ -8,6 +8,9 @@ from datetime import datetime
 from typing import Literal
 
 from service.domain.errors import InputError
+from service.domain.forecast import Eta
+from service.domain.money import RunCost
+from service.domain.prices import Price
 from service.domain.values import Estimate, Interval, Recompute
 
 # --- observed runs (MLflow) ----------------------------------------------------------------
@@ -102,6 +105,7 @@ class SavedEstimate:
     factor_set_version: int | None = None
     factor_source: FactorSource = "given"
     label: str | None = None
+    deadline: datetime | None = None  # aware UTC: the run is at risk when its P90 is later
 
     @property
     def mlflow_tag(self) -> str:
@@ -131,6 +135,7 @@ class Planned:
     tokens: float | None = None
     flops: float | None = None
     peak_flops: float | None = None
+    global_batch_tokens: float | None = None  # tokens per optimizer step, where planned
 
     @classmethod
     def of(cls, saved: SavedEstimate) -> Planned:
@@ -149,6 +154,9 @@ class Planned:
             tokens=None if result is None else result.request.model.tokens,
             flops=None if result is None else result.flops,
             peak_flops=None if result is None else result.peak_flops,
+            global_batch_tokens=None
+            if result is None
+            else result.request.model.global_batch_tokens,
         )
 
 
@@ -186,6 +194,7 @@ class HistoryQuery:
     precision: str | None = None  # with `gpu`: one segment
     limit: int | None = None
     offset: int = 0
+    experiments: bool = False  # also read each row's MLflow experiment (experiment_id)
 
     def __post_init__(self) -> None:
         if self.sort not in HISTORY_SORTS:
@@ -239,6 +248,7 @@ class Reconciliation:
     # above is the one they were implied at, and the error stays against the plan.
     config_check: str | None = None  # CONFIG_DIFFERS, CONFIG_FROM_PLAN or None (they agree)
     params: float | None = None  # the estimate's active parameters (a covariate of the refit)
+    global_batch_tokens: float | None = None  # the estimate's tokens per step (the same)
     planned_gpus: int | None = None
     planned_tokens: float | None = None
     planned_precision: str | None = None
@@ -248,6 +258,14 @@ class Reconciliation:
     # The estimate's label, as the planner saved it: read with the history (from the
     # estimate), never stored with the reconciliation.
     label: str | None = None
+    # The estimate's own price (`--price-per-gpu-hour`, in its currency), read with the
+    # history as the label is; planned and observed cost (service.domain.money), computed
+    # when the history is read, with the prices file. Neither is stored here.
+    price: Price | None = None
+    cost: RunCost | None = None
+    # The MLflow experiment of its first run, read with the history when the query asks
+    # (HistoryQuery.experiments: the spend's grouping), else None.
+    experiment_id: str | None = None
 
     @property
     def segment(self) -> str:
@@ -288,6 +306,9 @@ class RunningProjection:
     predicted_seconds: float
     projected_seconds: float | None  # None without a usable throughput or a computed estimate
     slip_pct: float | None  # + = projected to take longer than predicted
+    # P10/P50/P90 finish, deadline and at-risk (service.domain.forecast); None without a
+    # projection.
+    eta: Eta | None = None
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,14 @@ def build_request(catalog: Catalog, raw: RawInputs) -> EstimateRequest:
     catalog.peak_flops(spec.name, precision)
     defaults = Factors()
     return EstimateRequest(
-        model=Model(raw.params, raw.tokens, raw.layers, raw.hidden_size, raw.seq_len),
+        model=Model(
+            raw.params,
+            raw.tokens,
+            raw.layers,
+            raw.hidden_size,
+            raw.seq_len,
+            raw.global_batch_tokens,
+        ),
         hardware=Hardware(spec.name, raw.gpus, precision),
         factors=Factors(
             defaults.utilization if raw.utilization is None else raw.utilization,

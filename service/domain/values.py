@@ -36,10 +36,15 @@ class Model:
     layers: int | None = None
     hidden_size: int | None = None
     seq_len: int | None = None
+    # Tokens per optimizer step over all GPUs (global batch × sequence length): not in the
+    # FLOPs, a covariate of the calibrated factors (tokens per GPU per step).
+    global_batch_tokens: float | None = None
 
     def __post_init__(self) -> None:
         require_positive(self.params, "params")
         require_positive(self.tokens, "tokens")
+        if self.global_batch_tokens is not None:
+            require_positive(self.global_batch_tokens, "global_batch_tokens")
         shape = (self.layers, self.hidden_size, self.seq_len)
         for name, value in zip(("layers", "hidden_size", "seq_len"), shape, strict=True):
             if value is not None:

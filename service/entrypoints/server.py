@@ -42,6 +42,7 @@ def check_address(host: str, port: int) -> None:
 
 def serve(app: Reckon, *, host: str, port: int, with_scheduler: bool) -> None:
     check_address(host, port)  # before anything starts: one line, not uvicorn's nine
+    app.operations.require_prices()  # a bad RECKON_PRICES_FILE: one line, exit 2
     app.operations.require_schema()  # refuse to start on an out-of-date schema, before binding
     scheduler = build_scheduler(app) if with_scheduler else None
     api = create_app(

@@ -15,6 +15,7 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from service.presenters.json_loop_documents import FORBID, Reconciliation
+from service.presenters.json_memory_documents import MemoryPerGpu
 
 
 @with_config(FORBID)
@@ -33,6 +34,7 @@ class EstimateInputs(TypedDict):
     layers: int | None
     hidden_size: int | None
     seq_len: int | None
+    global_batch_tokens: float | None
     price_per_gpu_hour: float | None
     currency: str
 
@@ -53,6 +55,7 @@ class Estimate(TypedDict):
     layers: int | None
     hidden_size: int | None
     seq_len: int | None
+    global_batch_tokens: float | None
     price_per_gpu_hour: float | None
     currency: str
     flops: float
@@ -78,6 +81,13 @@ class EstimateAnswer(Estimate):
 
 
 @with_config(FORBID)
+class GivenAnswer(EstimateAnswer):
+    """`reckon estimate` and GET /v1/estimate with given factors: the estimate and its memory."""
+
+    memory: MemoryPerGpu
+
+
+@with_config(FORBID)
 class CalibratedEstimate(Estimate):
     """An estimate with fitted factors: P50 as wall_seconds, P10/P90, the factors' source."""
 
@@ -96,6 +106,13 @@ class CalibratedEstimate(Estimate):
 
 
 @with_config(FORBID)
+class CalibratedAnswer(CalibratedEstimate):
+    """`reckon estimate` and GET /v1/estimate with fitted factors: the estimate and its memory."""
+
+    memory: MemoryPerGpu
+
+
+@with_config(FORBID)
 class EstimateIdentity(TypedDict):
     """What identifies a stored estimate (the keys every stored one starts with)."""
 
@@ -107,6 +124,7 @@ class EstimateIdentity(TypedDict):
     factor_set: int | None
     factor_source: str
     mlflow_tag: str
+    deadline: str | None  # aware UTC, ISO 8601: at risk when the run's P90 finish is after
 
 
 @with_config(FORBID)
@@ -166,6 +184,7 @@ class SavedAnswer(EstimateAnswer):
     predicted_seconds: float
     factor_set: int | None
     mlflow_tag: str
+    deadline: str | None
     run_ids: list[str]
 
 
@@ -179,6 +198,7 @@ class CalibratedSavedAnswer(CalibratedEstimate):
     label: str | None
     predicted_seconds: float
     mlflow_tag: str
+    deadline: str | None
     run_ids: list[str]
 
 
@@ -208,13 +228,16 @@ class Unlinked(TypedDict):
 
 @with_config(FORBID)
 class Plan(TypedDict):
-    """The fewest GPUs (a multiple of `multiple_of`) whose wall time meets the deadline."""
+    """The fewest GPUs (a multiple of `multiple_of`) that meet the deadline and fit in memory."""
 
     gpus: int
     deadline_seconds: float
     deadline_human: str
     multiple_of: int
     estimate: Estimate
+    bound: Literal["time", "memory"]
+    time_bound_gpus: int | None
+    memory: MemoryPerGpu
 
 
 @with_config(FORBID)
@@ -236,7 +259,7 @@ class CalibratedPlan(Plan):
 
 @with_config(FORBID)
 class SensitivityRow(TypedDict):
-    """Wall time with one input changed; change_pct against the base case."""
+    """Wall time with one input changed; change_pct against the base case; fits in memory."""
 
     variable: str
     value: str
@@ -244,6 +267,7 @@ class SensitivityRow(TypedDict):
     wall_human: str
     change_pct: float
     is_base: bool
+    fits: bool | None
 
 
 @with_config(FORBID)
@@ -268,6 +292,7 @@ class CalibratedSensitivityRow(TypedDict):
     factor_segment: str
     fallback: bool
     wall_human: str
+    fits: bool | None
 
 
 @with_config(FORBID)

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, cast
 from service.domain.records import PassRecord, SchemaStatus, Skip
 from service.domain.values import fields_of
 from service.presenters.json_views import JSON, iso_time
+from service.presenters.money import cost_totals_view
 from service.presenters.wording import (
     NO_FACTOR_SET,
     accuracy_configuration_note,
     accuracy_counts_note,
+    gpus_slope_words,
     is_thin,
     not_fallen_back_note,
 )
@@ -21,8 +23,10 @@ from service.presenters.wording import (
 if TYPE_CHECKING:
     from service.calibration.model import BacktestResult, FactorSet, SegmentFactors
     from service.presenters import json_documents as doc
+    from service.presenters import json_forecast_documents as forecastdoc
     from service.presenters import json_loop_documents as loopdoc
     from service.usecases.results.loop import (
+        ForecastRun,
         ImportOutcome,
         Jobs,
         LaunchOutcome,
@@ -93,7 +97,12 @@ def outcome_view(outcome: PassOutcome) -> loopdoc.PassOutcome:
 def segment_view(factors: SegmentFactors) -> loopdoc.Segment:
     return cast(  # every field of SegmentFactors (tests/unit/test_json_documents.py)
         "loopdoc.Segment",
-        {**fields_of(factors), "effective": factors.effective, "fallback_to": factors.fallback_to},
+        {
+            **fields_of(factors),
+            "effective": factors.effective,
+            "fallback_to": factors.fallback_to,
+            "gpus_slope_words": gpus_slope_words(factors),
+        },
     )
 
 
@@ -147,6 +156,24 @@ def refit_view(outcome: RefitOutcome) -> loopdoc.Refit:
 
 def _backtest(result: BacktestResult) -> loopdoc.Backtest:
     return cast("loopdoc.Backtest", fields_of(result))  # tests/unit/test_json_documents.py
+
+
+def forecast_view(run: ForecastRun) -> forecastdoc.ForecastRun:
+    """What `reckon forecast --json` and POST /v1/forecast return."""
+    from service.presenters.json_views import running_view
+
+    return {
+        "locked": run.locked,
+        "holder": run.holder,
+        "forecasts": [running_view(item) for item in run.forecasts],
+        "at_risk": len(run.at_risk),
+        "tags_written": run.written,
+        "tags": {
+            "pending": run.owed.pending,
+            "blocked": run.owed.blocked,
+            "blocked_reason": run.owed.blocked_reason,
+        },
+    }
 
 
 def jobs_view(jobs: Jobs) -> loopdoc.Jobs:
@@ -233,6 +260,7 @@ def accuracy_view(accuracy: Accuracy) -> loopdoc.Accuracy:
                 "note": None
                 if group.not_fallen_back is None
                 else not_fallen_back_note(group.not_fallen_back),
+                "cost": cost_totals_view(group.cost),
             }
             for group in accuracy.groups
         ],
@@ -245,4 +273,5 @@ def accuracy_view(accuracy: Accuracy) -> loopdoc.Accuracy:
         "factor_set": accuracy.factor_set,
         "fitted_on": accuracy.fitted_on,
         "counts_note": accuracy_counts_note(accuracy),
+        "cost": cost_totals_view(accuracy.cost),
     }

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
+from service.presenters.json_money_documents import CostTotal, RunCost
+
 # `with_config` sets `__pydantic_config__` (an assignment in a TypedDict's body would be a key
 # to the type checker).
 FORBID = ConfigDict(extra="forbid")
@@ -62,6 +64,7 @@ class Reconciliation(TypedDict):
     profile: str | None
     note: str | None
     configuration: ConfigurationCheck
+    cost: RunCost
     line: str
 
 
@@ -96,6 +99,14 @@ class Running(TypedDict):
     projected_finish: str | None
     slip_pct: float | None
     line: str
+    # the forecast (service.domain.forecast), null without a projection: finish times
+    # (ISO 8601 UTC), the estimate's deadline, at risk (P90 after it), P90 less deadline
+    eta: str | None
+    eta_p10: str | None
+    eta_p90: str | None
+    deadline: str | None
+    at_risk: bool
+    slip_seconds: float | None
 
 
 @with_config(FORBID)
@@ -139,6 +150,7 @@ class AccuracyGroup(TypedDict):
     fallback: bool | None
     fallback_to: str | None
     note: str | None
+    cost: list[CostTotal]
 
 
 @with_config(FORBID)
@@ -163,6 +175,7 @@ class Accuracy(TypedDict):
     factor_set: int | None  # the active set, whose fit read `fitted_on` runs
     fitted_on: int | None  # the n of `reckon factors`, not the n scored here
     counts_note: str | None  # which n is which, as the text says it
+    cost: list[CostTotal]  # of every forecast scored, per currency
 
 
 @with_config(FORBID)
@@ -198,6 +211,9 @@ class SegmentFields(TypedDict):
     failure_rate: float
     failure_cost_hours: float
     failure_cost_se: float
+    batch_slope: float
+    batch_slope_se: float
+    log_batch_reference: float
     gpus_min: float | None
     gpus_max: float | None
     params_min: float | None
@@ -212,6 +228,7 @@ class Segment(SegmentFields):
 
     effective: float
     fallback_to: str | None
+    gpus_slope_words: str | None  # the GPU slope as `reckon factors` says it; null: none
     # In a factor set (not the prior's): fewer runs than a range narrower than its parent's needs.
     thin: NotRequired[bool]
 

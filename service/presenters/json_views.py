@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from service.domain.comparison import human_line
+from service.domain.forecast import iso_utc
 from service.domain.hardware import GpuSpec
 from service.domain.inputs import ESTIMATE_INPUTS
 from service.domain.records import (
@@ -18,8 +19,11 @@ from service.domain.records import (
     RunningProjection,
     SavedEstimate,
 )
+from service.domain.spending import cost_of
 from service.domain.units import format_duration
-from service.domain.values import Estimate, EstimateRequest, Plan, fields_of
+from service.domain.values import Estimate, EstimateRequest, fields_of
+from service.presenters.memory import memory_view
+from service.presenters.money import cost_view
 from service.presenters.wording import (
     configuration_note,
     projected_finish,
@@ -58,6 +62,7 @@ def request_view(request: EstimateRequest) -> doc.EstimateInputs:
         "layers": model.layers,
         "hidden_size": model.hidden_size,
         "seq_len": model.seq_len,
+        "global_batch_tokens": model.global_batch_tokens,
         "price_per_gpu_hour": request.price_per_gpu_hour,
         "currency": request.currency,
     }
@@ -85,20 +90,26 @@ def estimate_view(result: Estimate) -> doc.Estimate:
     }
 
 
-def plan_view(plan: Plan) -> doc.Plan:
+def plan_view(answer: PlanAnswer) -> doc.Plan:
+    """The plan, what bound its count (the deadline or the memory per GPU) and its memory."""
+    plan = answer.plan
     return {
         "gpus": plan.gpus,
         "deadline_seconds": plan.deadline_seconds,
         "deadline_human": format_duration(plan.deadline_seconds),
         "multiple_of": plan.multiple_of,
         "estimate": estimate_view(plan.estimate),
+        "bound": answer.bound,
+        "time_bound_gpus": answer.time_gpus,
+        "memory": memory_view(answer.memory),
     }
 
 
 def plan_answer_view(answer: PlanAnswer) -> doc.Plan | doc.CalibratedPlan:
-    """`reckon plan --json` and GET /v1/plan: the plan; calibrated, also the quantile it
-    was made at (`confidence`) and the P10/P90 at the chosen GPU count."""
-    document = plan_view(answer.plan)
+    """`reckon plan --json` and GET /v1/plan: the plan, what bound its count (the deadline
+    or the memory per GPU) and its memory; calibrated, also the quantile it was made at
+    (`confidence`) and the P10/P90 at the chosen GPU count."""
+    document = plan_view(answer)
     fitted = answer.calibrated
     if fitted is None:
         return document
@@ -127,9 +138,13 @@ def sensitivity_view(table: Sensitivity) -> doc.Sensitivity | doc.CalibratedSens
             "rows": [
                 cast(  # every field of CalibratedSensitivityRow (tests/unit/test_json_documents.py)
                     "doc.CalibratedSensitivityRow",
-                    {**fields_of(row), "wall_human": format_duration(row.wall_seconds)},
+                    {
+                        **fields_of(row),
+                        "wall_human": format_duration(row.wall_seconds),
+                        "fits": table.fits[index],
+                    },
                 )
-                for row in table.calibrated
+                for index, row in enumerate(table.calibrated)
             ],
         }
     return {
@@ -142,8 +157,9 @@ def sensitivity_view(table: Sensitivity) -> doc.Sensitivity | doc.CalibratedSens
                 "wall_human": format_duration(row.wall_seconds),
                 "change_pct": row.change_pct,
                 "is_base": row.is_base,
+                "fits": table.fits[index],
             }
-            for row in table.rows
+            for index, row in enumerate(table.rows)
         ],
     }
 
@@ -189,6 +205,7 @@ def _identity(saved: SavedEstimate) -> doc.EstimateIdentity:
         "factor_set": saved.factor_set_version,
         "factor_source": saved.factor_source,
         "mlflow_tag": saved.mlflow_tag,
+        "deadline": iso_time(saved.deadline),
     }
 
 
@@ -243,6 +260,7 @@ def reconciliation_view(item: Reconciliation) -> loopdoc.Reconciliation:
             },
             "note": configuration_note(item),
         },
+        "cost": cost_view(cost_of(item, None)),  # priced by the read (service.usecases.queries)
         "line": human_line(item.predicted_seconds, item.observed_seconds),
     }
 
@@ -252,6 +270,7 @@ def iso_time(moment: datetime | None) -> str | None:
 
 
 def running_view(item: RunningProjection) -> loopdoc.Running:
+    due = item.eta
     return {
         "run_id": item.run_id,
         "estimate_id": item.estimate_id,
@@ -262,6 +281,12 @@ def running_view(item: RunningProjection) -> loopdoc.Running:
         "projected_finish": iso_time(projected_finish(item)),
         "slip_pct": item.slip_pct,
         "line": running_line(item),
+        "eta": None if due is None else iso_utc(due.p50),
+        "eta_p10": None if due is None else iso_utc(due.p10),
+        "eta_p90": None if due is None else iso_utc(due.p90),
+        "deadline": None if due is None or due.deadline is None else iso_utc(due.deadline),
+        "at_risk": due is not None and due.at_risk,
+        "slip_seconds": None if due is None else due.slip_seconds,
     }
 
 
@@ -286,11 +311,12 @@ def calibrated_view(result: Calibrated) -> doc.CalibratedEstimate:
     }
 
 
-def answer_view(answer: Answer) -> doc.EstimateAnswer | doc.CalibratedEstimate:
-    """`reckon estimate --json` and GET /v1/estimate."""
+def answer_view(answer: Answer) -> doc.GivenAnswer | doc.CalibratedAnswer:
+    """`reckon estimate --json` and GET /v1/estimate: the estimate and its memory per GPU."""
+    memory = memory_view(answer.memory)
     if answer.calibrated is not None:
-        return calibrated_view(answer.calibrated)
-    return _given_view(answer)
+        return {**calibrated_view(answer.calibrated), "memory": memory}
+    return {**_given_view(answer), "memory": memory}
 
 
 def _given_view(answer: Answer) -> doc.EstimateAnswer:
@@ -300,7 +326,8 @@ def _given_view(answer: Answer) -> doc.EstimateAnswer:
 def saved_answer_view(item: SavedAnswer) -> doc.SavedAnswer | doc.CalibratedSavedAnswer:
     """`reckon estimate --save --json` and POST /v1/estimates: the answer and its identity.
     The stored estimate is the answer's own (and its range the calibrated answer's), so only
-    the identity's keys and the stored P50 as the wall time go over the answer's."""
+    the identity's keys and the stored P50 as the wall time go over the answer's. Its memory
+    is not stored (nor shown here): the saved estimate reads back as it was answered."""
     saved = item.saved
     if item.answer.calibrated is not None:
         return {

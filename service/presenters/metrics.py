@@ -81,4 +81,23 @@ def metrics_response(snap: Snapshot) -> tuple[bytes, str]:
         "How many runs the active set's backtest scored (the n behind the two above).",
         snap.backtest_targets,
     )
+    if snap.running is not None:
+        forecast = [item for item in snap.running if item.eta is not None]
+        gauge(
+            "reckon_running_at_risk",
+            "Linked runs RUNNING now whose P90 finish is after their estimate's deadline.",
+            sum(1 for item in forecast if item.eta is not None and item.eta.at_risk),
+        )
+        slip = Gauge(
+            "reckon_running_slip_seconds",
+            "P90 finish less the estimate's deadline, per linked run RUNNING now that has a "
+            "deadline (> 0: at risk by that much; < 0: that much margin).",
+            ["run_id", "estimate_id"],
+            registry=registry,
+        )
+        for item in forecast:
+            if item.eta is not None and item.eta.slip_seconds is not None:
+                slip.labels(run_id=item.run_id, estimate_id=item.estimate_id).set(
+                    item.eta.slip_seconds
+                )
     return generate_latest(registry), CONTENT_TYPE_LATEST

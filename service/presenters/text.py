@@ -10,6 +10,7 @@ from service.domain.hardware import PRECISIONS, GpuSpec
 from service.domain.records import SavedEstimate, SchemaStatus
 from service.domain.units import format_duration
 from service.domain.values import Estimate, Plan
+from service.presenters.memory import bound_line, fits_cell, memory_line
 from service.presenters.wording import (
     fell_back_note,
 )
@@ -69,6 +70,7 @@ def answer_text(answer: Answer) -> str:
         )
         if fitted.extrapolated:
             lines.append(extrapolated_line(fitted.extrapolated))
+    lines.append(memory_line(answer.memory))
     return "\n".join(lines)
 
 
@@ -77,7 +79,10 @@ def saved_text(item: SavedAnswer) -> str:
 
 
 def saved_line(saved: SavedEstimate) -> str:
-    return f"saved as {saved.id}; tag the training run with: {saved.mlflow_tag}"
+    line = f"saved as {saved.id}; tag the training run with: {saved.mlflow_tag}"
+    if saved.deadline is None:
+        return line
+    return f"{line}\ndeadline {saved.deadline.strftime('%Y-%m-%d %H:%M')} UTC"
 
 
 def plan_text(plan: Plan) -> str:
@@ -91,6 +96,9 @@ def plan_text(plan: Plan) -> str:
 
 def plan_answer_text(answer: PlanAnswer) -> str:
     text = plan_text(answer.plan)
+    head, _, rest = text.partition("\n")  # what bound the count under the first line
+    bound = bound_line(answer.bound, answer.time_gpus, answer.memory)
+    text = f"{head}\n{bound}\n{rest}\n{memory_line(answer.memory)}"
     fitted = answer.calibrated
     if fitted is None:
         return text
@@ -116,28 +124,35 @@ def sensitivity_text(table: Sensitivity) -> str:
     if table.calibrated is not None:
         lines = [
             f"base case: {format_duration(table.base.wall_seconds)} (P50 with fitted factors)",
-            f"{'variable':<12} {'value':<10} {'P10':<18} {'P50':<18} {'P90':<18} {'change':>8}",
+            f"{'variable':<12} {'value':<10} {'P10':<18} {'P50':<18} {'P90':<18} {'change':>8}"
+            "  fits",
         ]
-        for item in table.calibrated:
-            lines.append(
+        for index, item in enumerate(table.calibrated):
+            line = (
                 f"{item.variable:<12} {item.value:<10} "
                 f"{format_duration(item.wall_seconds_p10):<18} "
                 f"{format_duration(item.wall_seconds):<18} "
                 f"{format_duration(item.wall_seconds_p90):<18} {item.change_pct:>+7.1f}%"
-                + (" (base)" if item.is_base else "")
+                f"  {_fits(table, index):<7}" + (" (base)" if item.is_base else "")
             )
+            lines.append(line.rstrip())
         return "\n".join(lines)
     lines = [
         f"base case: {format_duration(table.base.wall_seconds)}",
-        f"{'variable':<12} {'value':<10} {'wall time':<24} {'change':>9}",
+        f"{'variable':<12} {'value':<10} {'wall time':<24} {'change':>9}  fits",
     ]
-    for row in table.rows:
+    for index, row in enumerate(table.rows):
         mark = " (base)" if row.is_base else ""
         lines.append(
             f"{row.variable:<12} {row.value:<10} {format_duration(row.wall_seconds):<24} "
-            f"{row.change_pct:>+8.1f}%{mark}"
+            f"{row.change_pct:>+8.1f}%  {_fits(table, index):<7}{mark}".rstrip()
         )
     return "\n".join(lines)
+
+
+def _fits(table: Sensitivity, index: int) -> str:
+    """The fits column: yes, no, or unknown (the row's chip has no memory size)."""
+    return fits_cell(table.fits[index])
 
 
 def hardware_text(specs: list[GpuSpec]) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from service.domain.comparison import human_line
 from service.domain.records import HistoryPage, Reconciliation, RunningProjection
 from service.domain.units import counted, format_duration
+from service.presenters.money import cost_lines, cost_phrase, priced_anywhere
 from service.presenters.wording import (
     FELL_BACK,
     NO_FACTOR_SET,
@@ -27,7 +28,8 @@ from service.presenters.wording import (
 )
 
 if TYPE_CHECKING:
-    from service.usecases.results.loop import ImportOutcome, PassOutcome
+    from service.domain.forecast import Eta
+    from service.usecases.results.loop import ForecastRun, ImportOutcome, PassOutcome
     from service.usecases.results.reads import (
         Accuracy,
         AccuracyGroup,
@@ -66,7 +68,7 @@ def history_text(rows: list[Reconciliation]) -> str:
         lines.append(
             f"{row.estimate_id}{label} {row.gpu}/{row.precision}: "
             f"{human_line(row.predicted_seconds, row.observed_seconds)}"
-            f" (observed/predicted {row.ratio:.3f}){factors}{extra}"
+            f" (observed/predicted {row.ratio:.3f}){factors}{extra}{cost_phrase(row.cost)}"
         )
     return "\n".join(lines)
 
@@ -94,7 +96,34 @@ def running_text(items: list[RunningProjection]) -> str:
             f"{item.run_id} (estimate {item.estimate_id}): {running_line(item)}"
             + ("" if finish is None else f"; projected to finish {finish:%Y-%m-%d %H:%M} UTC")
         )
+        if item.eta is not None:
+            lines.append(f"  {eta_line(item.eta)}")
     return "\n".join(lines)
+
+
+def eta_line(due: Eta) -> str:
+    """ "finish P10 2026-12-18 04:00, P50 2026-12-19 10:00, P90 2026-12-21 02:00 UTC;
+    AT RISK: P90 1 day 2 hours after the deadline 2026-12-20 00:00"."""
+    line = f"finish P10 {due.p10:%Y-%m-%d %H:%M}, P50 {due.p50:%Y-%m-%d %H:%M}, "
+    line += f"P90 {due.p90:%Y-%m-%d %H:%M} UTC"
+    if due.deadline is None or due.slip_seconds is None:
+        return line
+    when = f"the deadline {due.deadline:%Y-%m-%d %H:%M}"
+    if due.at_risk:
+        return f"{line}; AT RISK: P90 {format_duration(due.slip_seconds)} after {when}"
+    return f"{line}; on time: P90 {format_duration(-due.slip_seconds)} before {when}"
+
+
+def forecast_text(run: ForecastRun) -> str:
+    if run.locked:
+        held = "" if run.holder is None else f" ({run.holder})"
+        return f"locked: another forecast run holds the lock{held}; this one did nothing"
+    tagged, risky = len(run.tagged), len(run.at_risk)
+    head = f"forecast {tagged} running run{'s' if tagged != 1 else ''}, {risky} at risk; "
+    head += f"{run.written} tagged in MLflow now"
+    if run.owed.pending:
+        head += f", {run.owed.pending} owed (retried by the next forecast or pass)"
+    return f"{head}\n{running_text(run.forecasts)}"
 
 
 def factors_text(answer: FactorsAnswer) -> str:
@@ -162,6 +191,9 @@ def accuracy_text(accuracy: Accuracy) -> str:
     shown = [note for note in notes if note is not None]
     if shown:
         lines += ["", *shown]
+    costs = [("all", accuracy.cost), *((group.group, group.cost) for group in accuracy.groups)]
+    if priced_anywhere(costs):  # planned against observed cost per group and currency
+        lines += ["", *cost_lines(costs)]
     return "\n".join(lines)
 
 

@@ -213,6 +213,9 @@ def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
             )
             line += f" at {format_count(math.exp(shared.log_params_reference))}, bending: {ends}"
         found.append(f"{line}{_span(shared.params_min, shared.params_max)}")
+    if shared.batch_slope != 0.0:
+        slope = _per_doubling(shared.batch_slope, shared.batch_slope_se, "tokens per GPU per step")
+        found.append(f"{slope} at {format_count(math.exp(shared.log_batch_reference))}")
     if shared.failure_cost_hours > 0.0:
         low = max(shared.failure_cost_hours - _Z95 * shared.failure_cost_se, 0.0)
         high = shared.failure_cost_hours + _Z95 * shared.failure_cost_se
@@ -222,6 +225,15 @@ def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
             "grows with GPU count"
         )
     return found
+
+
+def gpus_slope_words(entry: SegmentFactors) -> str | None:
+    """The entry's GPU slope as `slope_lines` says it ("-6.0% utilization per doubling of
+    GPUs (90% range -9.0%..-3.0%)"); None where it has none (the runs did not support one,
+    or the entry fell back and is not moved by scale)."""
+    if entry.gpus_slope == 0.0 or entry.fallback:
+        return None
+    return _per_doubling(entry.gpus_slope, entry.gpus_slope_se, "GPUs")
 
 
 def _per_doubling(slope: float, se: float, what: str) -> str:

@@ -21,7 +21,10 @@ from service.calibration.model import FactorSet, FitParameters, Prior
 from service.calibration.observations import ObservationArrays
 from service.domain.configuration import CONFIG_DIFFERS, CONFIG_FROM_PLAN
 from service.domain.errors import InputError
+from service.domain.money import totals
+from service.domain.prices import PriceTable
 from service.domain.records import Reconciliation
+from service.domain.spending import cost_of
 from service.domain.values import Factors
 from service.ports import UnitOfWork
 from service.usecases.results.reads import Accuracy, AccuracyGroup, NotFallenBack, ScorePair, Scores
@@ -51,8 +54,9 @@ def accuracy(
     *,
     by: str | None = None,
     since: datetime | None = None,
+    prices: PriceTable | None = None,
 ) -> Accuracy:
-    return accuracies(uow, prior, params, bys=(by,), since=since)[0]
+    return accuracies(uow, prior, params, bys=(by,), since=since, prices=prices)[0]
 
 
 def accuracies(
@@ -62,8 +66,11 @@ def accuracies(
     *,
     bys: Sequence[str | None],
     since: datetime | None = None,
+    prices: PriceTable | None = None,
 ) -> list[Accuracy]:
-    """One scoring (one read, one backtest) grouped each way of `bys`, in that order."""
+    """One scoring (one read, one backtest) grouped each way of `bys`, in that order; each
+    group's runs priced too (planned against observed cost per currency, `prices` the
+    prices file's, service.domain.money)."""
     for by in bys:
         if by is not None and by not in GROUPINGS:
             raise InputError(f"cannot group by {by!r}; use one of {', '.join(GROUPINGS)}")
@@ -74,6 +81,7 @@ def accuracies(
     # Retrospective estimates (`reckon import`) were never forecasts: the refit learns from
     # them, but they are scored apart, so they cannot flatter (or spoil) the forecasts.
     history = [item for item in everything if item.kind != "retrospective"]
+    costs = {item.estimate_id: cost_of(item, prices) for item in history}
     retrospective = [item for item in everything if item.kind == "retrospective"]
     raw = {item.estimate_id: _raw_point(item) for item in everything}
     calibrated: dict[str, _Point] = {}
@@ -105,6 +113,7 @@ def accuracies(
         config_from_plan=sum(1 for item in history if item.config_check == CONFIG_FROM_PLAN),
         factor_set=None if active is None else active.version,
         fitted_on=None if active is None else active.reconciliation_count,
+        cost=totals(costs.values()),
     )
     grouped = []
     for by in bys:
@@ -114,7 +123,12 @@ def accuracies(
             for item in history:
                 groups[key(item)].append(item)
         rows = tuple(
-            _group(name, _pair(items, raw, calibrated, hand), _fallback(active, by, name), evidence)
+            replace(
+                _group(
+                    name, _pair(items, raw, calibrated, hand), _fallback(active, by, name), evidence
+                ),
+                cost=totals(costs[item.estimate_id] for item in items),
+            )
             for name, items in sorted(groups.items())
         )
         grouped.append(replace(scored, by=by, groups=rows))

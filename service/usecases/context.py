@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from service.domain.errors import InputError, NoDatabaseYet, NotFoundError
 from service.domain.hardware import Catalog
 from service.domain.inputs import RawInputs
+from service.domain.prices import PriceTable
 from service.domain.units import parse_since
 from service.domain.values import DEFAULT_HALF_LIFE_DAYS
 from service.ports import Clock, LaunchRuns, PassLock, RunSource, SchemaAdmin, UnitOfWork
@@ -32,6 +33,7 @@ class Policy:
     write_back_tags: bool = True
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS
     schedule: str = "0 2 * * *"
+    running_schedule: str = "0 * * * *"  # RECKON_RUNNING_SCHEDULE: the forecast job
     timezone: str = "UTC"
     api_token: str | None = None  # the bearer token the API's state-changing routes require
     max_request_bytes: int = 1_048_576  # larger request bodies are refused unread (413)
@@ -53,6 +55,10 @@ class Adapters:
     prior: Callable[[], Prior]
     clock: Clock
     close: Callable[[], None] = lambda: None
+    # RECKON_PRICES_FILE, read (None: not set); a bad file raises InputError when first read.
+    prices: Callable[[], PriceTable | None] = lambda: None
+    # The forecast job's own lock (never the pass's); None: no lock (one process only).
+    forecast_lock: Callable[[], PassLock] | None = None
 
 
 class Context:
@@ -74,6 +80,10 @@ class Context:
     @property
     def catalog(self) -> Catalog:
         return self.adapters.catalog()
+
+    @property
+    def prices(self) -> PriceTable | None:
+        return self.adapters.prices()
 
     def close(self) -> None:
         self.adapters.close()

@@ -15,6 +15,7 @@ from service.usecases.context import Context
 if TYPE_CHECKING:
     from service.usecases.refit import InPass
     from service.usecases.results.loop import (
+        ForecastRun,
         ImportOutcome,
         LaunchOutcome,
         PassOutcome,
@@ -76,6 +77,23 @@ class Loop:
             options,
             refit=self._refit_in_pass(),
             on_progress=on_progress,
+        )
+
+    def forecast(self) -> ForecastRun:
+        """The forecast job (`reckon forecast`, RECKON_RUNNING_SCHEDULE): every linked run
+        still RUNNING forecast and tagged `reckon.eta*` through the outbox, under its own
+        lock (service.usecases.forecast)."""
+        from service.usecases import forecast
+
+        c = self._context
+        lock = c.adapters.forecast_lock
+        return forecast.forecast(
+            c.adapters.reader(),
+            c.adapters.unit_of_work(),
+            c.adapters.run_source(),
+            None if lock is None else lock(),
+            c.clock.now(),
+            write=c.policy.write_back_tags,
         )
 
     def import_runs(

@@ -134,6 +134,11 @@ class Operations:
         """Refuse to serve on an out-of-date schema (SQLite upgrades itself here)."""
         self._context.adapters.schema().ensure()
 
+    def require_prices(self) -> None:
+        """Refuse to serve with a prices file (RECKON_PRICES_FILE) that cannot be used: an
+        InputError naming the file and the entry, before anything starts."""
+        self._context.adapters.prices()
+
 
 _WEEKLY_SPAN = timedelta(days=120)  # weekly bias points up to this span, monthly beyond
 

@@ -1,14 +1,16 @@
-"""Read-side use cases: reconciliation history, accuracy, running runs projected, pass
-history and the metrics snapshot. Read only; one short transaction each. `Queries` wires
-the adapters into them."""
+"""Read-side use cases: reconciliation history (priced), accuracy, the spend, running runs
+projected, pass history and the metrics snapshot. Read only; one short transaction each.
+`Queries` wires the adapters into them."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import logging
 import statistics
 from collections.abc import Sequence
 from datetime import datetime
 
+from service.domain.errors import ReckonError
 from service.domain.records import (
     ACCURACY_ALIASES,
     HistoryPage,
@@ -16,10 +18,13 @@ from service.domain.records import (
     Reconciliation,
     RunningProjection,
 )
-from service.ports import RunSource, UnitOfWork
+from service.domain.spending import priced
+from service.ports import UnitOfWork
 from service.usecases.context import Context
 from service.usecases.results.loop import Jobs, Snapshot
-from service.usecases.results.reads import Accuracy
+from service.usecases.results.reads import Accuracy, Spend
+
+log = logging.getLogger(__name__)
 
 
 def history(
@@ -73,47 +78,9 @@ def _whole(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def running(uow: UnitOfWork, source: RunSource, now: datetime) -> list[RunningProjection]:
-    """Projected wall time = tokens / throughput so far, stretched by the estimate's own
-    overhead share (the run has not shown its overhead yet); without a throughput, no
-    projection, only the elapsed time against the plan."""
-    runs = [run for run in source.running_runs() if run.started_at is not None]
-    with uow:
-        owners = uow.links.estimates_for_runs([run.run_id for run in runs])
-        wanted = [owners.get(run.run_id) or run.estimate_id or "" for run in runs]
-        saved = uow.estimates.get_many([estimate_id for estimate_id in wanted if estimate_id])
-    projections = []
-    for run, estimate_id in zip(runs, wanted, strict=True):
-        estimate = saved.get(estimate_id)
-        if estimate is None or run.started_at is None:
-            continue
-        projected = None
-        throughput = run.throughput
-        if (
-            estimate.estimate is not None
-            and throughput is not None
-            and math.isfinite(throughput)
-            and throughput > 0
-        ):
-            request = estimate.estimate.request
-            projected = request.model.tokens / throughput / (1.0 - request.factors.overhead)
-        predicted = estimate.predicted_wall_seconds
-        projections.append(
-            RunningProjection(
-                run_id=run.run_id,
-                estimate_id=estimate_id,
-                started_at=run.started_at,
-                elapsed_seconds=(now - run.started_at).total_seconds(),
-                predicted_seconds=predicted,
-                projected_seconds=projected,
-                slip_pct=None if projected is None else 100.0 * (projected / predicted - 1.0),
-            )
-        )
-    return projections
-
-
 class Queries:
-    """What the loop built, read back: history, accuracy, running runs, passes, metrics."""
+    """What the loop built, read back: history, accuracy, spend, running runs, passes,
+    metrics. History and accuracy are priced too (RECKON_PRICES_FILE, service.domain.money)."""
 
     def __init__(self, context: Context) -> None:
         self._context = context
@@ -122,7 +89,8 @@ class Queries:
         self, *, since: str | None = None, gpu: str | None = None, limit: int | None = None
     ) -> list[Reconciliation]:
         c = self._context
-        return history(c.adapters.reader(), since=c.since(since), gpu=c.gpu_name(gpu), limit=limit)
+        rows = history(c.adapters.reader(), since=c.since(since), gpu=c.gpu_name(gpu), limit=limit)
+        return priced(rows, c.prices)
 
     def history_page(
         self,
@@ -144,7 +112,7 @@ class Queries:
         )  # fmt: skip
         with c.adapters.reader() as uow:
             rows, total = uow.reconciliations.page(query)
-        return HistoryPage(rows, total, query)
+        return HistoryPage(priced(rows, c.prices), total, query)
 
     def accuracy(self, *, by: str | None = None, since: str | None = None) -> Accuracy:
         return self.accuracies((by,), since=since)[0]
@@ -160,9 +128,22 @@ class Queries:
             c.fit_parameters,
             bys=[ACCURACY_ALIASES.get(by, by) if by is not None else None for by in bys],
             since=c.since(since),
+            prices=c.prices,
         )
 
+    def spend(
+        self, *, by: str | None = None, since: str | None = None, gpu: str | None = None
+    ) -> Spend:
+        """Planned against observed cost per experiment, GPU or month (service.usecases.spend)."""
+        from service.usecases.spend import spend
+
+        c = self._context
+        prices = c.prices  # a bad prices file is an InputError before the database is read
+        return spend(c.adapters.reader(), prices, by=by, since=c.since(since), gpu=c.gpu_name(gpu))
+
     def running(self) -> list[RunningProjection]:
+        from service.usecases.forecast import running
+
         c = self._context
         return running(c.adapters.reader(), c.adapters.run_source(), c.clock.now())
 
@@ -171,4 +152,12 @@ class Queries:
         return recent_jobs(c.adapters.reader(), c.policy.schedule, c.policy.timezone, limit)
 
     def metrics(self) -> Snapshot:
-        return snapshot(self._context.adapters.reader())
+        """The stored numbers, and the linked runs RUNNING now forecast from MLflow at scrape
+        time (so a finished run's series goes with it); MLflow unreadable or not configured
+        leaves the running series out and logs why."""
+        snap = snapshot(self._context.adapters.reader())
+        try:
+            return dataclasses.replace(snap, running=tuple(self.running()))
+        except ReckonError as error:
+            log.info("/metrics without the running runs: %s", error)
+            return snap

@@ -39,13 +39,15 @@ def save(
     interval: Interval | None = None,
     factor_set_version: int | None = None,
     factor_source: FactorSource = "given",
+    deadline: datetime | None = None,
 ) -> SavedEstimate:
-    """Store a computed estimate as an immutable prediction."""
+    """Store a computed estimate as an immutable prediction (with the deadline its run is
+    to finish by, if any: service.domain.forecast)."""
     predicted = result.wall_seconds if interval is None else interval.p50
     return _store(
         uow, "computed", result.request.hardware, predicted, now,
         estimate=result, interval=interval, factor_set_version=factor_set_version,
-        factor_source=factor_source, label=label,
+        factor_source=factor_source, label=label, deadline=deadline,
     )  # fmt: skip
 
 

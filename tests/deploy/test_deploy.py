@@ -149,6 +149,22 @@ def test_the_kustomization_applies_every_other_manifest() -> None:
     assert listed == present - {"kustomization.yaml", "secret.example.yaml"}
 
 
+def test_the_example_alert_rule_parses_names_the_at_risk_metric_and_is_not_applied() -> None:
+    """deploy/alerts/ is for Prometheus, not for `kubectl apply -k deploy/k8s/`."""
+    path = DEPLOY / "alerts" / "reckon-at-risk.rules.yml"
+    rules = [
+        rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]
+    ]
+    exposed = (ROOT / "service" / "presenters" / "metrics.py").read_text()
+
+    assert any("reckon_running_slip_seconds" in rule["expr"] for rule in rules)
+    assert all({"alert", "expr", "labels", "annotations"} <= set(rule) for rule in rules)
+    assert "reckon-at-risk" not in (K8S / "kustomization.yaml").read_text()
+    for rule in rules:
+        for metric in re.findall(r"reckon_[a-z_]+", rule["expr"]):
+            assert f'"{metric}"' in exposed, metric  # a metric /metrics does expose
+
+
 def test_the_workloads_read_the_secret_the_example_describes() -> None:
     (secret,) = yaml.safe_load_all((K8S / "secret.example.yaml").read_text())
 

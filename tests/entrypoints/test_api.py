@@ -146,6 +146,34 @@ def test_running_runs_are_projected(
     assert item["elapsed_seconds"] == pytest.approx(86400, abs=120)
 
 
+def test_a_running_run_past_its_deadline_at_p90_is_at_risk_in_running_and_metrics(
+    api: TestClient, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    saved = api.post("/v1/estimates", json={**SEED, "gpus": 1488, "deadline": "2d"}).json()
+    assert saved["deadline"] is not None  # the plan takes 3.5 days: 2 days cannot be met
+    start = datetime.now(UTC) - timedelta(hours=6)
+    run_id = make_training_run(
+        mlflow_client, experiment_id, start=start, end=None, status="RUNNING",
+        metrics={"tokens_per_second": 1e12 / saved["compute_seconds"]},
+        tags={ESTIMATE_TAG: saved["id"]},
+    )  # fmt: skip
+    ended = make_training_run(
+        mlflow_client, experiment_id, start=start, end=datetime.now(UTC), status="FINISHED",
+        metrics={"tokens_per_second": 1e12 / saved["compute_seconds"]},
+        tags={ESTIMATE_TAG: saved["id"]},
+    )  # fmt: skip
+
+    (item,) = api.get("/v1/running").json()["running"]
+    metrics = api.get("/metrics").text
+
+    assert item["run_id"] == run_id and item["at_risk"] is True
+    assert item["eta_p10"] <= item["eta"] <= item["eta_p90"] and item["slip_seconds"] > 86400
+    assert "reckon_running_at_risk 1.0" in metrics
+    (slip,) = [line for line in metrics.splitlines() if line.startswith("reckon_running_slip")]
+    assert f'run_id="{run_id}"' in slip and float(slip.rsplit(" ", 1)[1]) > 86400
+    assert ended not in metrics  # only runs RUNNING now have a series
+
+
 def _settled_health(client: TestClient) -> Any:
     """/healthz once its background MLflow probe has reported (at once on a quiet machine)."""
     deadline = time.monotonic() + 10

@@ -25,6 +25,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from service.app import Policy
 from service.domain.errors import UnavailableError
+from service.domain.prices import Price, PriceTable
 from service.entrypoints.api.app import create_app
 from tests.fakes import FakeUnitOfWork, fake_app
 
@@ -200,7 +201,8 @@ class Served:
 
         now = START + timedelta(days=700)  # the runs take 600 days: plausible at 8 GPUs
         policy = Policy(mlflow_tracking_uri="http://mlflow.example:5000")
-        self.world = world = fake_app(clock=FixedClock(now), policy=policy)
+        prices = PriceTable({"a100-80gb": Price(1.5, "USD")})
+        self.world = world = fake_app(clock=FixedClock(now), policy=policy, prices=prices)
         app, runs = world.app, world.source.runs
         self.ids = [
             app.planning.save(parse_inputs(SEED_INPUTS), label=f"job {i}").saved.id
@@ -217,7 +219,9 @@ class Served:
             predicted_seconds=84 * 3600.0, gpu="a100-80gb", gpus=8, precision="bf16"
         ).id
         runs.append(a_run("run-external", self.external, 80))
-        busy = app.planning.save(parse_inputs({**SEED_INPUTS, "gpus": 1488})).saved.id
+        busy = app.planning.save(
+            parse_inputs({**SEED_INPUTS, "gpus": 1488}), deadline="1d"
+        ).saved.id
         live = {"status": "RUNNING", "started_at": now - timedelta(days=1), "ended_at": None}
         runs.append(a_run("run-live", busy, 0, throughput=2e6, **live))
         runs.append(a_run("run-spare", None, 14405, throughput=5e3))
@@ -270,16 +274,23 @@ def test_every_json_route_answers_within_its_declared_schema(
         for by in ("gpu_type", "segment", "month"):
             call("GET", "/v1/accuracy", params={"by": by})
         call("GET", "/v1/accuracy")
+        for by in ("experiment", "gpu", "month"):
+            call("GET", "/v1/spend", params={"by": by, "since": "2026-01-01"})
+        call("GET", "/v1/spend", params={"gpu": "a100-80gb"})
         call("GET", "/v1/estimate", params=CALIBRATED)
         call("GET", "/v1/plan", params={**CALIBRATED, "deadline": "300d", "confidence": 0.8})
         call("GET", "/v1/sensitivity", params=CALIBRATED)
-        call("POST", "/v1/estimates", json={**SHAPED, "label": "plan A"})
+        call("POST", "/v1/estimates", json={**SHAPED, "label": "plan A", "deadline": "7d"})
         saved = call("POST", "/v1/estimates", json=CALIBRATED).json()["id"]
         for estimate_id in (ids[2], external, saved):
             call("GET", "/v1/estimates/{estimate_id}", f"/v1/estimates/{estimate_id}")
         call("GET", "/v1/estimates")
         call("GET", "/v1/hardware")
         call("GET", "/v1/running")
+        call("POST", "/v1/forecast")  # tags run-live, at risk
+        served.world.forecast_lock.free = False
+        call("POST", "/v1/forecast")
+        served.world.forecast_lock.free = True
         call("GET", "/v1/jobs")
         link = "/v1/estimates/{estimate_id}/runs"
         call("POST", link, f"/v1/estimates/{ids[3]}/runs", json={"run_id": "run-spare"})
@@ -296,7 +307,11 @@ def test_every_json_route_answers_within_its_declared_schema(
     expected = {(method, path) for method, path, _ in json_successes(openapi_document())}
     assert set(answered) == expected
     refused = {key: codes for key, codes in answered.items() if max(codes) >= 300}
-    assert refused == {("POST", "/v1/reconcile"): [200, 409], ("GET", "/healthz"): [200, 503]}
+    assert refused == {
+        ("POST", "/v1/reconcile"): [200, 409],
+        ("POST", "/v1/forecast"): [200, 409],
+        ("GET", "/healthz"): [200, 503],
+    }
     assert locked.json()["status"] == "locked" and down.json()["status"] == "failing"
 
 
@@ -305,7 +320,7 @@ def test_the_api_answers_what_the_views_return_key_for_key() -> None:
     the API's documents are those the views (and so the CLI's --json) make, key for key."""
     from service.domain.inputs import parse_inputs
     from service.domain.units import parse_duration_seconds
-    from service.presenters import json_loop, json_views
+    from service.presenters import json_loop, json_views, money
 
     served = Served()
     app = served.world.app
@@ -317,6 +332,7 @@ def test_the_api_answers_what_the_views_return_key_for_key() -> None:
     views: dict[str, object] = {
         "/v1/history": json_views.history_page_view(page),
         "/v1/accuracy": json_loop.accuracy_view(app.queries.accuracy(by="segment")),
+        "/v1/spend": money.spend_view(app.queries.spend(by="experiment")),
         "/v1/factors": json_loop.factors_view(app.factor_sets.show()),
         "/v1/factors/history": json_loop.factor_history_view(app.factor_sets.history()),
         "/v1/jobs": json_loop.jobs_view(app.queries.jobs(20)),
@@ -337,6 +353,7 @@ def test_the_api_answers_what_the_views_return_key_for_key() -> None:
     }
     queries: dict[str, dict[str, Any]] = {
         "/v1/accuracy": {"by": "segment"},
+        "/v1/spend": {"by": "experiment"},
         "/v1/estimate": CALIBRATED,
         "/v1/plan": {**CALIBRATED, "deadline": "300d"},
         "/v1/sensitivity": CALIBRATED,

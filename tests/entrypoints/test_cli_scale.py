@@ -44,6 +44,10 @@ def test_the_refit_learns_the_slope_and_estimates_follow_the_gpu_count(
     ]
     assert segment["gpus_slope"] == pytest.approx(SLOPE, abs=0.03)
     assert (segment["gpus_min"], segment["gpus_max"]) == (8, 256)
+    per_doubling = 100 * (2 ** segment["gpus_slope"] - 1)  # the dashboard's caption says it
+    assert segment["gpus_slope_words"].startswith(
+        f"{per_doubling:+.1f}% utilization per doubling of GPUs (90% range "
+    )
 
     answers = {}
     for gpus in (16, 256):
@@ -86,3 +90,34 @@ def test_reckon_factors_prints_the_slope_per_doubling_with_its_range(
     shown = float(line.split("%")[0].removeprefix("scale: "))
     assert code == 0 and shown == pytest.approx(per_doubling, abs=2.0)
     assert "per doubling of GPUs (90% range" in line and "fitted over 8-256" in line
+
+
+def test_a_planned_global_batch_moves_a_calibrated_estimate_by_its_tokens_per_gpu(
+    cli_env: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Runs whose utilization rises 12% per doubling of the tokens each GPU gets per step,
+    # at every GPU count: the refit keeps a batch slope, and an estimate that states its
+    # global batch (--global-batch-tokens) is moved by it; one that does not is not.
+    simulate(
+        engine, [A100], 72, gpu_counts=(8, 64, 512), batch_per_gpu=(1024, 4096, 16384),
+        batch_slope=0.16,
+    )  # fmt: skip
+    assert reckon(capsys, "refit", "--force")[0] == 0
+    _, listed = reckon(capsys, "factors", "--json")
+    [segment] = [r for r in json.loads(listed)["segments"] if r["segment"] == "a100-80gb/bf16"]
+    assert segment["batch_slope"] == pytest.approx(0.16, abs=0.04)
+
+    utilization = {}
+    for batch in ("64K", "1M", None):
+        extra = [] if batch is None else ["--global-batch-tokens", batch]
+        code, out = reckon(
+            capsys, "estimate", *MODEL, "--gpus", "64", *extra, "--calibrated", "--json"
+        )
+        assert code == 0
+        answer = json.loads(out)
+        assert answer["global_batch_tokens"] == (None if batch is None else
+                                                 {"64K": 64e3, "1M": 1e6}[batch])  # fmt: skip
+        utilization[batch] = answer["utilization"]
+    assert utilization["1M"] / utilization["64K"] == pytest.approx(16**0.16, rel=0.1)
+    _, text = reckon(capsys, "factors")
+    assert "per doubling of tokens per GPU per step" in text

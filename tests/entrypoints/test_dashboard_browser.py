@@ -10,7 +10,9 @@ the test's tmp dir and to RECKON_SCREENSHOT_DIR when that is set (the path is pr
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import re
 import subprocess
@@ -33,9 +35,11 @@ from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer, make_training_run
 from service.adapters.db.unit_of_work import SqlUnitOfWork
+from service.calibration.model import SegmentFactors
 from service.domain.hardware import build_catalog
 from service.domain.records import ESTIMATE_TAG
-from service.presenters import dashboard, json_views
+from service.entrypoints.cli.main import main
+from service.presenters import dashboard, json_loop, json_views
 from service.usecases import registry
 from tests.browser import (
     PANELS,
@@ -49,6 +53,7 @@ from tests.browser import (
     text_of,
 )
 from tests.builders import an_estimate
+from tests.integration.history import Truth, simulate
 from tests.serving import reckon_serve
 
 RECKON = str(Path(sys.executable).parent / "reckon")
@@ -218,6 +223,54 @@ SEGMENTS = {  # segment -> (raw signed error %, calibrated signed error %) aroun
     "mi300x/bf16": (-5.0, -9.0),  # calibration made this one worse
 }
 SPREAD = (-6.0, 3.0, -1.0, 5.0, 0.0, -3.5)  # added to a segment's error, run by run
+FACTOR_KEYS = (  # more keys than the page's ten hand-picked colours: none may repeat
+    "*",
+    "a100-80gb",
+    "a100-80gb/bf16",
+    "b200/fp8",
+    "gb200/fp4",
+    "h100-sxm",
+    "h100-sxm/bf16",
+    "h100-sxm/fp8",
+    "h200/bf16",
+    "mi300x/bf16",
+    "mi325x/bf16",
+    "tpu-v5p/bf16",
+)
+
+
+ACTIVE_VERSION = 3
+
+
+def _level(k_index: int, version: int) -> float:
+    return 0.30 + 0.03 * k_index + 0.01 * version
+
+
+GPU_COUNTS = (64, 128, 256, 512, 1024, 2048)  # run by run; the last logged no throughput
+GPU_SLOPES = {  # the active set's GPU slope (and standard error) per segment; others none
+    "a100-80gb/bf16": (-0.09, 0.02),
+    "h100-sxm/fp8": (-0.05, 0.015),
+    "mi300x/bf16": (-0.2, 0.03),
+}
+LOG_GPUS_REFERENCE = math.log(256)
+
+
+def _implied_utilization(segment: str, r_index: int) -> float | None:
+    """Around the active set's line: its u at 256 GPUs moved by the slope, ± the spread."""
+    if r_index == len(GPU_COUNTS) - 1:
+        return None
+    u = _level(FACTOR_KEYS.index(segment), ACTIVE_VERSION)
+    slope, _ = GPU_SLOPES.get(segment, (0.0, 0.0))
+    gpus = GPU_COUNTS[r_index]
+    return float(u * (gpus / 256.0) ** slope * (1 + SPREAD[r_index] / 100))
+
+
+def _configuration(r_index: int) -> dict[str, Any]:
+    """Every run planned its GPU count; the even ones also stated it (observed)."""
+    gpus = GPU_COUNTS[r_index]
+    planned = {"gpus": gpus, "tokens": 1e12, "precision": None}
+    observed = {"gpus": gpus if r_index % 2 == 0 else None, "tokens": None, "precision": None}
+    return {"check": None, "planned": planned, "observed": observed, "note": None}
 
 
 def _runs() -> list[dict[str, Any]]:
@@ -243,6 +296,8 @@ def _runs() -> list[dict[str, Any]]:
                     "line": f"predicted {predicted:.0f} s, observed {observed:.0f} s",
                     # the planner's name for some jobs (history shows it beside the id)
                     "label": f"{gpu} sweep {r_index}" if r_index % 2 == 0 else None,
+                    "implied_utilization": _implied_utilization(segment, r_index),
+                    "configuration": _configuration(r_index),
                 }
             )
     return rows
@@ -303,50 +358,80 @@ def _by_segment_week() -> dict[str, Any]:
     return {"by": "segment_week", "overall": _scores(len(RUNS), 12.0, 3.0, 0.45), "groups": groups}
 
 
-FACTOR_KEYS = (  # more keys than the page's ten hand-picked colours: none may repeat
-    "*",
-    "a100-80gb",
-    "a100-80gb/bf16",
-    "b200/fp8",
-    "gb200/fp4",
-    "h100-sxm",
-    "h100-sxm/bf16",
-    "h100-sxm/fp8",
-    "h200/bf16",
-    "mi300x/bf16",
-    "mi325x/bf16",
-    "tpu-v5p/bf16",
-)
-
-
 def _factor_history() -> dict[str, Any]:
+    """Four factor sets (v3 active), every entry as GET v1/factors/history shows it: the
+    segments in GPU_SLOPES with that GPU slope, every entry the same model-size slope."""
     versions = []
     for version in (1, 2, 3, 4):
         segments = []
         for k_index, key in enumerate(FACTOR_KEYS):
-            u = 0.30 + 0.03 * k_index + 0.01 * version
+            u = _level(k_index, version)
             f = 0.22 - 0.01 * k_index - 0.015 * version
-            segments.append(
-                {
-                    "segment": key,
-                    "level": "all" if key == "*" else "segment" if "/" in key else "gpu",
-                    "n": 4 * version + k_index,
-                    "utilization": u,
-                    "utilization_p10": u - 0.06 / version,
-                    "utilization_p90": u + 0.06 / version,
-                    "overhead": f,
-                    "overhead_p10": f - 0.03,
-                    "overhead_p90": f + 0.04,
-                }
+            slope, slope_se = GPU_SLOPES.get(key, (0.0, 0.0))
+            entry = SegmentFactors(
+                segment=key,
+                level="all" if key == "*" else "segment" if "/" in key else "gpu",
+                utilization=u,
+                utilization_p10=u - 0.06 / version,
+                utilization_p90=u + 0.06 / version,
+                overhead=f,
+                overhead_p10=f - 0.03,
+                overhead_p90=f + 0.04,
+                log_sigma=0.1,
+                n=4 * version + k_index,
+                n_throughput=4 * version + k_index,
+                combined_only=False,
+                log_sigma_low=0.1,
+                log_sigma_high=0.1,
+                gpus_slope=slope,
+                gpus_slope_se=slope_se,
+                log_gpus_reference=LOG_GPUS_REFERENCE,
+                params_slope=0.3,
+                params_slope_se=0.05,
+                log_params_reference=math.log(7e9),
+                gpus_min=64.0,
+                gpus_max=1024.0,
+                params_min=1.3e9,
+                params_max=70e9,
             )
+            segments.append(json_loop.segment_view(entry))
         created = NOW - timedelta(days=7 * (5 - version))
         versions.append(
-            {"version": version, "created_at": created.isoformat(), "active": version == 3,
-             "segments": segments}
+            {"version": version, "created_at": created.isoformat(),
+             "active": version == ACTIVE_VERSION, "segments": segments}
         )  # fmt: skip
     return {"versions": versions}
 
 
+def _cost(currency: str | None, runs: int, hours: float, planned: float, observed: float) -> Any:
+    """A CostTotal (json_money_documents.py); currency None: its runs not compared."""
+    priced = currency is not None
+    return {
+        "currency": currency, "runs": runs, "planned_gpu_hours": hours,
+        "observed_gpu_hours": hours * observed / planned,
+        "planned_cost": planned if priced else None, "observed_cost": observed if priced else None,
+        "difference": observed - planned if priced else None,
+        "difference_pct": 100 * (observed / planned - 1) if priced else None,
+    }  # fmt: skip
+
+
+SPEND_GROUPS = [
+    {"group": "a100-80gb", **_cost("USD", 6, 12000.0, 18000.0, 19800.0)},
+    {"group": "h100-sxm", **_cost("USD", 12, 20000.0, 50000.0, 45000.0)},
+    {"group": "mi300x", **_cost("EUR", 5, 4000.0, 8000.0, 8800.0)},
+    {"group": "mi300x", **_cost(None, 1, 500.0, 1.0, 1.04)},
+]
+SPEND_TOTALS = [
+    _cost("EUR", 5, 4000.0, 8000.0, 8800.0),
+    _cost("USD", 18, 32000.0, 68000.0, 64800.0),
+    _cost(None, 1, 500.0, 1.0, 1.04),
+]
+SPEND = {
+    "by": "gpu", "since": None, "gpu": None, "groups": SPEND_GROUPS,
+    "totals": SPEND_TOTALS,
+    "unpriced_gpus": ["mi300x"], "in_two_currencies": 0, "imported_left_out": 0,
+    "prices_file": True, "note": "no price for mi300x in the prices file",
+}  # fmt: skip
 MLFLOW_UI = "https://mlflow.example.test"
 CANNED: dict[str, Any] = {
     "/v1/history": {"history": RUNS},
@@ -385,6 +470,12 @@ CANNED: dict[str, Any] = {
                 "slip_pct": 10.0,
                 "projected_finish": (NOW + timedelta(days=4.5)).isoformat(),
                 "line": "",
+                "eta": (NOW + timedelta(days=4.5)).isoformat(),
+                "eta_p10": (NOW + timedelta(days=4)).isoformat(),
+                "eta_p90": (NOW + timedelta(days=5)).isoformat(),
+                "deadline": (NOW + timedelta(days=4.75)).isoformat(),
+                "at_risk": True,
+                "slip_seconds": 0.25 * 86400,
             },
         ]
     },
@@ -393,6 +484,7 @@ CANNED: dict[str, Any] = {
     "/v1/accuracy?by=gpu_type": _by_gpu(),
     "/v1/accuracy?by=segment_week": _by_segment_week(),
     "/v1/mlflow": {"ui_url": MLFLOW_UI, "run_url": MLFLOW_UI + "/#/runs/{run_id}"},
+    "/v1/spend": SPEND,
     "/v1/hardware": json_views.hardware_view(build_catalog().gpus()),
     "/v1/estimate": {
         "gpu": "h100-sxm",
@@ -561,6 +653,17 @@ def test_every_panel_is_drawn_from_the_data(
         history_labels = all_of(page, "#table-history tr[data-estimate-id] .label", "e.textContent")
         icons = all_of(page, "link[rel=icon]", "e.getAttribute('href')")  # inline: no request
         running_link = all_of(page, "#table-running a.run-link", "e.getAttribute('href')")
+        at_risk = all_of(
+            page, "#table-at-risk tr[data-run-id]",
+            "[e.querySelector('a.run-link').getAttribute('href'), e.dataset.slip]",
+        )  # fmt: skip
+        spend_rows = all_of(
+            page, "#table-spend tr[data-group]",
+            "[e.dataset.group, e.dataset.currency, e.dataset.planned, e.dataset.observed,"
+            " e.querySelector('td.over, td.under')?.className ?? null,"
+            " e.querySelectorAll('rect').length]",
+        )  # fmt: skip
+        spend_note = text_of(page, "#table-spend .note")
         page.screenshot(screenshot)
 
     assert_only_local_requests(browser.requests)
@@ -601,6 +704,16 @@ def test_every_panel_is_drawn_from_the_data(
     assert len(icons) == 1 and icons[0].startswith("data:image/png;base64,")
     assert links == [f"{MLFLOW_UI}/#/runs/{row['run_ids'][0]}" for row in newest]
     assert running_link == [f"{MLFLOW_UI}/#/runs/live1"]
+    assert at_risk == [[f"{MLFLOW_UI}/#/runs/live1", "21600"]]  # P90 6 hours after the deadline
+    assert [stub_query["by"] for stub_query in stub.sent("/v1/spend")] == [["gpu"]]
+    shown = [*SPEND_GROUPS, *({"group": "all", **total} for total in SPEND_TOTALS)]
+    assert [row[:2] for row in spend_rows] == [[g["group"], g["currency"] or ""] for g in shown]
+    amounts = [[float(x) if x else None for x in row[2:4]] for row in spend_rows]
+    assert amounts == [[g["planned_cost"], g["observed_cost"]] for g in shown]
+    over = [row[4] for row in spend_rows]  # over the plan in red, under in green
+    assert over[:3] == ["num over", "num under", "num over"] and over[3] is None
+    assert [row[5] for row in spend_rows] == [2 if g["currency"] else 0 for g in shown]
+    assert "no price for mi300x" in spend_note
     keep_screenshot(capsys, screenshot)
 
 
@@ -618,6 +731,8 @@ def test_filters_in_the_url_narrow_every_panel(
         scatter = sorted(points_of(page, "#chart-scatter"))
         coverage_groups = all_of(page, "#chart-coverage rect[data-group]", "e.dataset.group")
         factor_panels = segments_drawn(page, "#chart-factors")
+        scale_panels = segments_drawn(page, "#chart-scale")
+        scale_runs = sorted(points_of(page, "#chart-scale"))
         history_rows = all_of(page, "#table-history tr[data-estimate-id]", "e.dataset.estimateId")
         headline_n = page.evaluate("document.getElementById('headline-median_ape').dataset.rawN")
         form_gpu = page.evaluate("document.querySelector('#ask [name=gpu]').value")
@@ -635,15 +750,169 @@ def test_filters_in_the_url_narrow_every_panel(
     assert error_runs == scatter == sorted(history_rows) == expected
     assert set(coverage_groups) == {"h100-sxm (all)", "h100-sxm/bf16", "h100-sxm/fp8"}
     assert factor_panels == ["h100-sxm", "h100-sxm/bf16", "h100-sxm/fp8"]
+    measured = {row["estimate_id"] for row in RUNS if row["implied_utilization"] is not None}
+    assert scale_panels == ["h100-sxm/bf16", "h100-sxm/fp8"]
+    assert scale_runs == [run for run in expected if run in measured]
     assert headline_n == "12"  # the h100-sxm group of accuracy by gpu_type
     assert form_gpu == "h100-sxm"
-    sent = stub.sent("/v1/history") + stub.sent("/v1/accuracy")
+    assert [query.get("gpu") for query in stub.sent("/v1/spend")] == [["h100-sxm"]]
+    sent = stub.sent("/v1/history") + stub.sent("/v1/accuracy") + stub.sent("/v1/spend")
     for query in sent:  # the time range reaches the API as an ISO time 30 days back
         since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
         assert abs(since - cutoff) < timedelta(
             minutes=20
         )  # the test itself may take minutes on a loaded machine
     keep_screenshot(capsys, screenshot)
+
+
+def segment_of(row: Mapping[str, Any]) -> str:
+    return f"{row['gpu']}/{row['precision']}"
+
+
+def scale_lines(page: Page) -> dict[str, list[tuple[float, float]]]:
+    """Each segment's fitted line in the utilization-against-GPUs panel, as (x, y) points."""
+    found = all_of(
+        page, "#chart-scale .multiple",
+        "[e.dataset.segment, e.querySelector('path.fit-line')?.getAttribute('d') ?? '']",
+    )  # fmt: skip
+    return {
+        segment: [(float(x), float(y)) for x, y in re.findall(r"[ML]([-\d.]+) ([-\d.]+)", path)]
+        for segment, path in found
+    }
+
+
+def test_utilization_against_gpu_count_draws_each_segment_with_its_fitted_slope(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 20 item 5: the dashboard draws utilization against GPU count per segment, with
+    # the active set's line moved along the segment's GPU slope and its P10-P90 band.
+    screenshot = tmp_path / "utilization-vs-gpus-canned.png"
+
+    with api_stub(canned_routes()) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        state = state_of(page, "chart-scale")
+        panels = segments_drawn(page, "#chart-scale")
+        dots = all_of(
+            page, "#chart-scale circle[data-estimate-id]",
+            "[e.closest('.multiple').dataset.segment, e.dataset.estimateId, +e.dataset.gpus,"
+            " +e.dataset.utilization, +e.getAttribute('cx'), +e.getAttribute('cy')]",
+        )  # fmt: skip
+        bands = all_of(page, "#chart-scale .multiple", "e.querySelectorAll('path.band').length")
+        lines = scale_lines(page)
+        captions = dict(
+            all_of(page, "#chart-scale .multiple", "[e.dataset.segment,"
+                   " e.querySelector('.caption.slope').textContent]")
+        )  # fmt: skip
+        line_captions = all_of(page, "#chart-scale .caption.line", "e.textContent")
+        axis_labels = all_of(page, "#chart-scale .multiple:first-child .axis-label",
+                             "e.textContent")  # fmt: skip
+        page.screenshot_of("section:has(#chart-scale)", screenshot)
+
+    active = next(v for v in _factor_history()["versions"] if v["active"])
+    words = {entry["segment"]: entry["gpus_slope_words"] for entry in active["segments"]}
+    measured = [row for row in RUNS if row["implied_utilization"] is not None]
+    assert state == "rendered" and panels == sorted(SEGMENTS)
+    assert sorted(dot[1] for dot in dots) == sorted(row["estimate_id"] for row in measured)
+    for segment, estimate_id, gpus, utilization, _, _ in dots:
+        row = next(r for r in RUNS if r["estimate_id"] == estimate_id)
+        assert segment == segment_of(row) and utilization == row["implied_utilization"]
+        assert gpus == GPU_COUNTS[int(estimate_id[-1])]  # observed, else planned
+    for segment in SEGMENTS:  # more GPUs: further right, on a log2 axis
+        xs = [cx for seg, _, gpus, _, cx, _ in sorted(dots, key=lambda d: d[2]) if seg == segment]
+        steps = [b - a for a, b in itertools.pairwise(xs)]
+        assert min(steps) > 0 and max(steps) - min(steps) < 0.3, steps  # a doubling: one step
+    assert bands == [1] * len(SEGMENTS)
+    for segment, points in lines.items():  # SVG y grows downwards: a falling line rises in y
+        (_, y_left), (_, y_right) = points[0], points[-1]
+        if segment in GPU_SLOPES:
+            assert y_right > y_left + 5, segment
+        else:
+            assert y_right == pytest.approx(y_left), segment
+    assert words["a100-80gb/bf16"] is not None and words["h100-sxm/bf16"] is None
+    for segment in GPU_SLOPES:
+        assert captions[segment] == (
+            f"{words[segment]}, 5 runs (1 more logged no throughput: not drawn)"
+        )
+    assert "-6.0% utilization per doubling of GPUs (90% range -8.2%" in captions["a100-80gb/bf16"]
+    assert captions["h100-sxm/bf16"].startswith("no GPU slope: the runs do not support one, ")
+    assert all(
+        "its entry in factor set v3, at 7B params, the reference size (its runs span 1.3B–70B"
+        in caption
+        and "fitted on 64–1,024 GPUs" in caption
+        for caption in line_captions
+    ), line_captions
+    assert axis_labels == ["GPU count (log₂ scale)", "implied utilization u"]
+    keep_screenshot(capsys, screenshot)
+
+
+def test_utilization_against_gpu_count_after_a_real_refit(
+    database_url: str,
+    cli_env: str,
+    engine: Engine,
+    browser: Browser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Runs whose utilization falls 8% per doubling of GPUs (A100) and runs that do not
+    (H100), refitted for real: the panel draws the slope the set learned, in its words."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("the browser test runs once, on SQLite; the API is tested on both")
+    a100, h100 = Truth("a100-80gb", "bf16", 0.40, 0.10), Truth("h100-sxm", "bf16", 0.33, 0.15)
+    simulate(engine, [a100], 60, gpu_counts=(8, 16, 32, 64, 128, 256), gpu_slope=-0.12)
+    simulate(engine, [h100], 40, seed=5, gpu_counts=(64, 128, 256, 512))
+    assert main(["refit", "--force"]) == 0
+    capsys.readouterr()
+    screenshot = tmp_path / "utilization-vs-gpus.png"
+
+    with reckon_serve(dict(os.environ), tmp_path) as base, browser.page() as page:
+        with urllib.request.urlopen(f"{base}/v1/factors", timeout=10) as response:
+            served = {e["segment"]: e for e in json.load(response)["segments"]}
+        page.goto(f"{base}/")
+        page.wait_drawn()
+        state = state_of(page, "chart-scale")
+        dots = all_of(page, "#chart-scale circle[data-estimate-id]", "e.dataset.gpus")
+        lines = scale_lines(page)
+        captions = dict(
+            all_of(page, "#chart-scale .multiple", "[e.dataset.segment,"
+                   " e.querySelector('.caption.slope').textContent]")
+        )  # fmt: skip
+        page.screenshot_of("section:has(#chart-scale)", screenshot)
+
+    slope = served["a100-80gb/bf16"]["gpus_slope"]
+    assert state == "rendered" and len(dots) == 100
+    assert slope == pytest.approx(-0.12, abs=0.04)
+    assert captions["a100-80gb/bf16"] == f"{served['a100-80gb/bf16']['gpus_slope_words']}, 60 runs"
+    (_, y_left), (_, y_right) = lines["a100-80gb/bf16"][0], lines["a100-80gb/bf16"][-1]
+    assert y_right > y_left + 10  # falling utilization: lower on the page to the right
+    h100_words = served["h100-sxm/bf16"]["gpus_slope_words"]
+    assert captions["h100-sxm/bf16"].startswith(
+        h100_words or "no GPU slope: the runs do not support one"
+    )
+    keep_screenshot(capsys, screenshot)
+
+
+def test_utilization_against_gpu_count_without_a_factor_set_or_with_one_unreadable(
+    browser: Browser,
+) -> None:
+    missing, failing = canned_routes(), canned_routes()
+    del missing["/v1/factors/history"]  # 404: no factor set yet
+    failing["/v1/factors/history"] = (500, {"detail": "database is locked"})
+
+    with api_stub(missing) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/?segment=a100-80gb/bf16")
+        page.wait_drawn()
+        without = state_of(page, "chart-scale"), text_of(page, "#chart-scale")
+        without_lines = all_of(page, "#chart-scale path.fit-line", "e")
+        without_dots = all_of(page, "#chart-scale circle[data-estimate-id]", "e.dataset.gpus")
+    with api_stub(failing) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/")
+        page.wait_drawn()
+        failed = state_of(page, "chart-scale"), text_of(page, "#chart-scale")
+
+    assert without[0] == "rendered" and "no factor set yet: no fitted line, 5 runs" in without[1]
+    assert without_lines == [] and without_dots == ["64", "128", "256", "512", "1024"]
+    assert failed == ("error", "Factor history unavailable: database is locked")
 
 
 def test_changing_a_filter_redraws_and_goes_into_the_url(
@@ -735,6 +1004,7 @@ def test_dashboard_says_so_when_nothing_is_there_yet(browser: Browser) -> None:
         "/v1/jobs": (200, {"passes": []}),
         "/v1/accuracy": (200, {"by": None, "overall": {"raw": {"n": 0}}, "groups": []}),
         "/v1/mlflow": (200, {"ui_url": None, "run_url": None}),
+        "/v1/spend": (200, {**SPEND, "groups": [], "totals": [], "note": None}),
     }
 
     with api_stub(routes) as stub, browser.page() as page:
@@ -743,10 +1013,12 @@ def test_dashboard_says_so_when_nothing_is_there_yet(browser: Browser) -> None:
         states = {panel_id: state_of(page, panel_id) for panel_id in PANELS}
         factors = text_of(page, "#chart-factors")
         scatter = text_of(page, "#chart-scatter")
+        spend = text_of(page, "#table-spend")
 
     assert states == dict.fromkeys(PANELS, "empty")
     assert "No factor sets yet" in factors
     assert "No reconciled estimates yet" in scatter
+    assert "No reconciled forecasts to price" in spend
 
 
 def test_one_failing_endpoint_says_why_and_the_rest_still_draw(browser: Browser) -> None:
@@ -763,7 +1035,11 @@ def test_one_failing_endpoint_says_why_and_the_rest_still_draw(browser: Browser)
         calibrated = all_of(page, "#chart-error .calibrated-point", "e")
         passes = text_of(page, "#passes")
 
-    assert states == {**dict.fromkeys(PANELS, "rendered"), "table-running": "error"}
+    assert states == {
+        **dict.fromkeys(PANELS, "rendered"),
+        "table-running": "error",
+        "table-at-risk": "error",
+    }
     assert "MLflow is unreachable" in running
     assert "calibrated series unavailable: cannot group by 'segment_week'" in error
     assert calibrated == []
@@ -916,3 +1192,35 @@ def test_the_history_table_pages_sorts_and_searches_on_the_server(
     assert any(query.get("sort") == ["worst"] and query.get("offset") == ["0"] for query in sent)
     assert any(query.get("q") == ["sweep"] for query in sent)
     keep_screenshot(capsys, screenshot)
+
+
+def test_the_spend_panel_regroups_on_the_server_and_keeps_it_in_the_url(
+    browser: Browser,
+) -> None:
+    # Issue 23 item 3: the dashboard showed no money; the Spend panel asks GET v1/spend by
+    # GPU, month or experiment, with the page's filters.
+    routes = canned_routes()
+    by_month = [{**group, "group": "2026-11"} for group in SPEND_GROUPS[:2]]
+    routes["/v1/spend?by=month"] = (200, {**SPEND, "by": "month", "groups": by_month})
+    groups = "[...document.querySelectorAll('#table-spend tr[data-group]:not(.total)')]" \
+        ".map((e) => e.dataset.group)"  # fmt: skip
+
+    with api_stub(routes) as stub, browser.page() as page:
+        page.goto(f"{stub.base}/?since=30d")
+        page.wait_drawn()
+        by_gpu = page.evaluate(groups)
+        page.select("#spend-by", "month")
+        page.wait_for("new URLSearchParams(location.search).get('spend_by') === 'month'")
+        page.wait_for(f"{groups}.length === 2")
+        month_groups = page.evaluate(groups)
+        query = query_of(page)
+        page.goto(f"{stub.base}/?spend_by=month")
+        page.wait_drawn()
+        reopened = page.evaluate(groups)
+
+    assert by_gpu == [group["group"] for group in SPEND_GROUPS]
+    assert month_groups == reopened == ["2026-11", "2026-11"]
+    assert query == {"since": ["30d"], "spend_by": ["month"]}
+    sent = stub.sent("/v1/spend")
+    assert [query["by"] for query in sent] == [["gpu"], ["month"], ["month"]]
+    assert "since" in sent[0] and "since" in sent[1] and "since" not in sent[2]

@@ -68,7 +68,8 @@ HOSTILE = st.one_of(
 
 COMMANDS: dict[str, list[str]] = {
     "estimate": ["--params", "--tokens", "--gpu", "--gpus", "--precision", "--recompute",
-                 "--utilization", "--overhead", "--layers", "--hidden-size", "--seq-len"],
+                 "--utilization", "--overhead", "--layers", "--hidden-size", "--seq-len",
+                 "--deadline"],
     "plan": ["--params", "--tokens", "--gpu", "--precision", "--deadline", "--utilization",
              "--multiple-of"],
     "record": ["--predicted", "--gpu", "--gpus", "--precision", "--label"],
@@ -208,7 +209,7 @@ def test_metrics_report_the_tags_still_owed(database_url: str) -> None:
     with SqlUnitOfWork(engine) as uow:
         uow.outbox.queue(
             [PendingTags("run-1", saved.id, {"reckon.error_pct": "+1.0"})],
-            pass_id=None,  # type: ignore[arg-type]
+            pass_id=None,
             now=datetime.now(UTC),
         )
         uow.commit()

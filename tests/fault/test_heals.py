@@ -93,7 +93,7 @@ def test_tags_of_a_pass_killed_before_its_write_back_are_written_next_time(
     with SqlUnitOfWork(engine) as uow:  # ...as if killed between the commit and the tags
         uow.outbox.queue(
             owed_tags(uow.reconciliations.history()),
-            pass_id=None,  # type: ignore[arg-type]
+            pass_id=None,
             now=datetime.now(UTC),
         )
         uow.commit()

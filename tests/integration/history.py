@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,11 +38,15 @@ def simulate(
     with_throughput: bool = True,
     gpu_counts: Sequence[int] = (4096,),
     gpu_slope: float = 0.0,
+    batch_per_gpu: Sequence[float] = (),
+    batch_slope: float = 0.0,
 ) -> int:
     """Store `runs_per_segment` reconciled estimates per segment (planned at u = 0.4,
     overhead 0) whose runs behaved with the true factors and 8% noise; returns the count.
     The runs take the `gpu_counts` in turn (tokens in proportion), their utilization ×
-    (GPUs / 64) ** `gpu_slope`."""
+    (GPUs / 64) ** `gpu_slope`; with `batch_per_gpu`, the estimates plan a global batch of
+    that many tokens per GPU per step (in turn) and utilization is × (it / 4096) **
+    `batch_slope`."""
     rng = np.random.default_rng(seed)
     count = 0
     items = []
@@ -51,8 +56,19 @@ def simulate(
             gpus = gpu_counts[i % len(gpu_counts)]
             tokens = 1e12 * gpus / 4096  # the same wall time at every scale
             result = an_estimate(gpu=truth.gpu, precision=truth.precision, gpus=gpus, tokens=tokens)
+            if batch_per_gpu:
+                per_gpu = batch_per_gpu[(i // len(gpu_counts)) % len(batch_per_gpu)]
+                model = dataclasses.replace(
+                    result.request.model, global_batch_tokens=gpus * per_gpu
+                )
+                result = dataclasses.replace(
+                    result, request=dataclasses.replace(result.request, model=model)
+                )
+                scale_batch = (per_gpu / 4096) ** batch_slope
+            else:
+                scale_batch = 1.0
             saved = registry.save(SqlUnitOfWork(engine), result, now=started)
-            scale = (gpus / 64) ** gpu_slope
+            scale = (gpus / 64) ** gpu_slope * scale_batch
             u = truth.utilization * scale * float(rng.lognormal(0.0, 0.08))
             f = min(max(truth.overhead + float(rng.normal(0.0, 0.02)), 0.01), 0.6)
             compute = result.flops / (result.request.hardware.gpus * result.peak_flops * u)

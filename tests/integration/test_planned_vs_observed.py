@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer
 from service.adapters.db import locks
+from service.adapters.db.observation_reader import ObservationRepository
 from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock
@@ -35,10 +36,12 @@ DATA = Path(__file__).parents[1] / "data" / "trainer_runs"
 NON_EMBEDDING = 195_392  # the captured Llama's parameters without embeddings (capture notes)
 
 
-def planned_estimate(engine: Engine, catalog: Catalog, gpus: int, tokens: float) -> SavedEstimate:
+def planned_estimate(
+    engine: Engine, catalog: Catalog, gpus: int, tokens: float, batch: float | None = None
+) -> SavedEstimate:
     raw = RawInputs(
         params=NON_EMBEDDING, tokens=tokens, gpu="capture-cpu", gpus=gpus, precision="fp32",
-        recompute="none", utilization=0.4,
+        recompute="none", utilization=0.4, global_batch_tokens=batch,
     )  # fmt: skip
     result = requests.compute(catalog, requests.build_request(catalog, raw))
     return registry.save(SqlUnitOfWork(engine), result, now=datetime.now(UTC))
@@ -87,6 +90,29 @@ def test_an_hf_run_on_half_the_planned_processes_is_judged_at_what_ran(
     assert "observed 2 GPUs, 122,880 tokens, fp32" in line
     view = json_views.reconciliation_view(stored)["configuration"]
     assert view["planned"]["gpus"] == 4 and view["observed"]["gpus"] == 2
+
+
+def test_the_planned_global_batch_reaches_the_refits_observations(
+    engine: Engine,
+    mlflow_server: MlflowServer,
+    mlflow_client: MlflowClient,
+    experiment_id: str,
+    capture_catalog: Catalog,
+) -> None:
+    # The batch an estimate planned (--global-batch-tokens) is a covariate of the refit, as
+    # its parameters are: stored with the estimate, copied to its reconciliation, read back.
+    saved = planned_estimate(engine, capture_catalog, gpus=4, tokens=245_760, batch=8192.0)
+    path = DATA / "planned_vs_observed_1.json"
+    frameworks.replay_captured(mlflow_client, experiment_id, path, configuration_tags(saved))
+
+    [item] = reconcile(engine, mlflow_server, experiment_id, capture_catalog).reconciled
+
+    assert item.global_batch_tokens == 8192.0
+    with SqlUnitOfWork(engine) as uow:
+        [stored] = uow.reconciliations.history()
+        data, _ = ObservationRepository(uow.session).read()
+    assert stored.global_batch_tokens == 8192.0
+    assert data.batch_tokens.tolist() == [8192.0]
 
 
 def test_a_composer_run_on_one_process_of_two_planned_is_judged_at_one(

@@ -67,7 +67,7 @@ def observed(observables: RunObservables) -> ObservedRun:
     )  # fmt: skip
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(runs(), st.lists(NUMBERS, min_size=0, max_size=12))
 def test_no_logged_value_makes_reading_a_run_raise(record: RunRecord, series: list[float]) -> None:
     history = [(step, value) for step, value in enumerate(series)]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from service.calibration import fit, scaling
+from service.calibration import fit, ranges, scaling
 from service.calibration.calibrated_plans import calibrated_plan, calibrated_wall
 from service.calibration.model import Prior, lookup
 from service.calibration.observations import Observation
@@ -102,10 +102,10 @@ def test_a_job_outside_the_history_says_so() -> None:
     entry = lookup(fit.fit(runs(), PRIOR), "h100-sxm", "bf16", None)
     assert (entry.gpus_min, entry.gpus_max) == (8.0, 1024.0)
 
-    said = scaling.extrapolation(entry, 4096, 7e9, 2e11)
+    said = ranges.extrapolation(entry, 4096, 7e9, 2e11)
 
     assert said == ("4,096 GPUs, history 8–1,024",)
-    assert scaling.extrapolation(entry, 512, 7e9, 2e11) == ()
+    assert ranges.extrapolation(entry, 512, 7e9, 2e11) == ()
 
 
 def sized_runs(
@@ -218,3 +218,68 @@ def test_a_plan_says_when_more_gpus_stop_helping() -> None:
 
 def _with(request: EstimateRequest, gpus: int) -> EstimateRequest:
     return dataclasses.replace(request, hardware=dataclasses.replace(request.hardware, gpus=gpus))
+
+
+BATCH_SLOPE = 0.12
+
+
+def batch_runs(n: int = 240, batch_slope: float = BATCH_SLOPE) -> list[Observation]:
+    """Runs of one model size whose utilization rises with the tokens each GPU gets per
+    optimizer step (a fixed global batch spread over more GPUs leaves each less work per
+    step), GPU count and batch drawn apart so neither stands in for the other."""
+    rng = np.random.default_rng(11)
+    found = []
+    for run in runs(n, gpu_slope=0.0):
+        gpus = float(2 ** rng.integers(3, 11))
+        per_gpu = float(2 ** rng.integers(9, 15))  # 512 .. 16,384 tokens per GPU per step
+        log_u = (
+            math.log(SEGMENTS[run.gpu])
+            + batch_slope * math.log(per_gpu / 4096)
+            + rng.normal(0.0, 0.04)
+        )
+        u, f = math.exp(log_u), 0.1
+        found.append(
+            dataclasses.replace(
+                run, effective_utilization=u * (1 - f), utilization=u, overhead=f, gpus=gpus,
+                params=7e9, batch_tokens=gpus * per_gpu,
+            )
+        )  # fmt: skip
+    return found
+
+
+def test_the_refit_learns_the_batch_slope_and_moves_an_estimate_by_its_batch() -> None:
+    entry = lookup(fit.fit(batch_runs(), PRIOR), "h100-sxm", "bf16", None)
+
+    assert entry.batch_slope == pytest.approx(BATCH_SLOPE, abs=0.02)
+    assert entry.gpus_slope == 0.0  # the batch per GPU, not the GPU count, moves u
+    small = scaling.at_scale(entry, 1024, 7e9, 1024 * 512.0)
+    large = scaling.at_scale(entry, 1024, 7e9, 1024 * 16384.0)
+    assert large.utilization / small.utilization == pytest.approx(32**BATCH_SLOPE, rel=0.05)
+    # A job that states no batch is not moved by the batch term.
+    assert scaling.at_scale(entry, 1024, 7e9).utilization == pytest.approx(
+        scaling.at_scale(entry, 8, 7e9).utilization
+    )
+
+
+def test_no_batch_slope_where_the_batch_does_not_matter() -> None:
+    entry = lookup(fit.fit(batch_runs(batch_slope=0.0), PRIOR), "h100-sxm", "bf16", None)
+    assert entry.batch_slope == 0.0
+
+
+def test_a_steep_model_size_slope_over_two_sizes_is_kept_beyond_the_gpu_bound() -> None:
+    # MLPerf's shape: two model sizes (70B fine-tuning, 175B pretraining) on the same chips,
+    # an eighth of the runs on the bigger one (within-segment spread of log size 0.3), and
+    # utilization 2.3x apart (+0.9 per log of parameters: what a segment does not separate).
+    # The slope is kept (the spread passes min_slope_spread) and not held at the GPU slopes' 0.5.
+    rng = np.random.default_rng(5)
+    found = []
+    for i, run in enumerate(runs(200, gpu_slope=0.0)):
+        params = 175e9 if i % 8 == 0 else 70e9
+        u = math.exp(math.log(0.25) + 0.9 * math.log(params / 70e9) + rng.normal(0.0, 0.04))
+        found.append(
+            dataclasses.replace(
+                run, effective_utilization=u * 0.9, utilization=u, overhead=0.1, params=params
+            )
+        )
+    entry = lookup(fit.fit(found, PRIOR), "h100-sxm", "bf16", None)
+    assert entry.params_slope == pytest.approx(0.9, abs=0.05)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from service.adapters.db.tables import EstimateRow
+from service.domain.prices import DEFAULT_CURRENCY, Price
 from service.domain.records import EstimateKind, FactorSource, Planned, SavedEstimate
 from service.domain.values import (
     Estimate,
@@ -30,6 +31,7 @@ def to_row(saved: SavedEstimate) -> EstimateRow:
         predicted_wall_seconds=saved.predicted_wall_seconds,
         factor_set_version=saved.factor_set_version,
         factor_source=saved.factor_source,
+        deadline=saved.deadline,
     )
     if saved.interval is not None:
         row.wall_seconds_p10 = saved.interval.p10
@@ -41,6 +43,7 @@ def to_row(saved: SavedEstimate) -> EstimateRow:
         model = request.model
         row.params, row.tokens = model.params, model.tokens
         row.layers, row.hidden_size, row.seq_len = model.layers, model.hidden_size, model.seq_len
+        row.global_batch_tokens = model.global_batch_tokens
         row.recompute = request.recompute
         row.recompute_factor_given = request.recompute_factor
         row.recompute_factor = result.recompute_factor
@@ -82,6 +85,7 @@ def from_row(row: EstimateRow | Any) -> SavedEstimate:
         factor_set_version=row.factor_set_version,
         factor_source=cast(FactorSource, row.factor_source),
         label=row.label,
+        deadline=getattr(row, "deadline", None),
     )
 
 
@@ -101,17 +105,33 @@ def planned(row: Any) -> Planned:
         p10=row.wall_seconds_p10 if both else None,
         p90=row.wall_seconds_p90 if both else None,
         params=row.params if computed else None,
+        global_batch_tokens=row.global_batch_tokens if computed else None,
         tokens=row.tokens if computed else None,
         flops=row.flops if computed else None,
         peak_flops=row.peak_flops if computed else None,
     )
 
 
+def own_price(price_per_gpu_hour: float | None, currency: str | None) -> Price | None:
+    """An estimate's own price, from its columns: in its currency (USD for rows saved
+    before estimates kept one, as `--price-per-gpu-hour` without `--currency`)."""
+    if price_per_gpu_hour is None:
+        return None
+    return Price(price_per_gpu_hour, currency or DEFAULT_CURRENCY)
+
+
 def _estimate(row: EstimateRow | Any) -> Estimate:
     assert row.params is not None and row.tokens is not None
     assert row.utilization is not None and row.overhead is not None
     request = EstimateRequest(
-        model=Model(row.params, row.tokens, row.layers, row.hidden_size, row.seq_len),
+        model=Model(
+            row.params,
+            row.tokens,
+            row.layers,
+            row.hidden_size,
+            row.seq_len,
+            row.global_batch_tokens,
+        ),
         hardware=Hardware(row.gpu, row.gpus, row.precision),
         factors=Factors(row.utilization, row.overhead),
         recompute=cast(Recompute, row.recompute),

@@ -30,6 +30,9 @@ from service.adapters.db.tables import PassClaimRow
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "reckon.reconcile"
+# The forecast job's own lock (service.usecases.forecast): a different advisory key and
+# claim row, so a forecast never waits on, blocks or takes the nightly pass's lock.
+FORECAST_LOCK_NAME = "reckon.forecast"
 # A live pass renews its claim after every page it stages; one that stops for this long
 # (its host is gone) is presumed dead.
 CLAIM_TTL = timedelta(minutes=15)
@@ -67,8 +70,9 @@ def holder_is_dead(holder: str) -> bool:
 
 
 class PostgresAdvisoryLock:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, name: str = LOCK_NAME) -> None:
         self._engine = engine
+        self._name = name
         self._connection: Connection | None = None
         self._key = 0
         self.holder: str | None = None
@@ -80,7 +84,7 @@ class PostgresAdvisoryLock:
                 # Advisory locks are per database; key on the schema too so that deployments
                 # (or test runs) in different schemas of one database do not block each other.
                 schema = connection.scalar(text("SELECT current_schema()")) or "public"
-                self._key = zlib.crc32(f"{LOCK_NAME}:{schema}".encode())
+                self._key = zlib.crc32(f"{self._name}:{schema}".encode())
                 got = connection.scalar(
                     text("SELECT pg_try_advisory_lock(:key)"), {"key": self._key}
                 )
@@ -146,8 +150,9 @@ class PostgresAdvisoryLock:
 
 
 class SqliteClaimLock:
-    def __init__(self, engine: Engine, ttl: timedelta = CLAIM_TTL) -> None:
+    def __init__(self, engine: Engine, ttl: timedelta = CLAIM_TTL, name: str = LOCK_NAME) -> None:
         self._engine = engine
+        self._name = name
         self._ttl = ttl
         self._holder = _holder()
         self.holder: str | None = None
@@ -173,24 +178,24 @@ class SqliteClaimLock:
         with database_errors(self._engine), self._engine.begin() as connection:
             connection.execute(
                 delete(PassClaimRow).where(
-                    PassClaimRow.name == LOCK_NAME, PassClaimRow.expires_at < now
+                    PassClaimRow.name == self._name, PassClaimRow.expires_at < now
                 )
             )
             current = connection.scalar(
-                select(PassClaimRow.holder).where(PassClaimRow.name == LOCK_NAME)
+                select(PassClaimRow.holder).where(PassClaimRow.name == self._name)
             )
             if current is not None and current != self._holder and holder_is_dead(current):
                 log.warning("taking over the reconcile claim of %s: its process is gone", current)
                 connection.execute(
                     delete(PassClaimRow).where(
-                        PassClaimRow.name == LOCK_NAME, PassClaimRow.holder == current
+                        PassClaimRow.name == self._name, PassClaimRow.holder == current
                     )
                 )
             try:
                 with connection.begin_nested():
                     connection.execute(
                         insert(PassClaimRow).values(
-                            name=LOCK_NAME,
+                            name=self._name,
                             holder=self._holder,
                             claimed_at=now,
                             expires_at=now + self._ttl,
@@ -198,7 +203,7 @@ class SqliteClaimLock:
                     )
             except IntegrityError:
                 self.holder = connection.scalar(
-                    select(PassClaimRow.holder).where(PassClaimRow.name == LOCK_NAME)
+                    select(PassClaimRow.holder).where(PassClaimRow.name == self._name)
                 )
                 return False
         return True
@@ -209,7 +214,7 @@ class SqliteClaimLock:
         with database_errors(self._engine), self._engine.begin() as connection:
             renewed = connection.execute(
                 update(PassClaimRow)
-                .where(PassClaimRow.name == LOCK_NAME, PassClaimRow.holder == self._holder)
+                .where(PassClaimRow.name == self._name, PassClaimRow.holder == self._holder)
                 .values(expires_at=now + self._ttl)
             )
         return bool(renewed.rowcount == 1)
@@ -221,7 +226,7 @@ class SqliteClaimLock:
             with database_errors(self._engine), self._engine.begin() as connection:
                 connection.execute(
                     delete(PassClaimRow).where(
-                        PassClaimRow.name == LOCK_NAME, PassClaimRow.holder == self._holder
+                        PassClaimRow.name == self._name, PassClaimRow.holder == self._holder
                     )
                 )
         except Exception as error:
@@ -229,7 +234,8 @@ class SqliteClaimLock:
             log.warning("could not release the reconcile claim: %s", error)
 
 
-def pass_lock(engine: Engine) -> PostgresAdvisoryLock | SqliteClaimLock:
+def pass_lock(engine: Engine, name: str = LOCK_NAME) -> PostgresAdvisoryLock | SqliteClaimLock:
+    """The nightly pass's lock, or with `name` another job's (FORECAST_LOCK_NAME)."""
     if engine.dialect.name == "postgresql":
-        return PostgresAdvisoryLock(engine)
-    return SqliteClaimLock(engine)
+        return PostgresAdvisoryLock(engine, name)
+    return SqliteClaimLock(engine, name=name)

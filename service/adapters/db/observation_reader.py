@@ -44,7 +44,7 @@ _TIMES = ("started_at", "ended_at")
 
 
 _FLOATS = ("effective", "utilization", "overhead")
-_SCALE = ("gpus", "params", "tokens")  # 0 where unknown: NaN in the arrays
+_SCALE = ("gpus", "params", "tokens", "batch_tokens")  # 0 where unknown: NaN in the arrays
 _FAILURES = "failures"  # FAILED/KILLED segments: always counted, 0 a real value
 
 # gpu, precision and recompute come as one text per row (fewer objects to make and hash:
@@ -143,6 +143,7 @@ def observation_query(
         sql_cast(func.coalesce(RECON_COLUMNS.observed_gpus, RECON_COLUMNS.planned_gpus, 0), Double),
         func.coalesce(RECON_COLUMNS.params, 0.0),
         func.coalesce(RECON_COLUMNS.observed_tokens, RECON_COLUMNS.planned_tokens, 0.0),
+        func.coalesce(RECON_COLUMNS.global_batch_tokens, 0.0),
         sql_cast(RECON_COLUMNS.failed_segments, Double),
     ).where(*observation_conditions(dialect, since, scan=True))
 
@@ -233,8 +234,8 @@ def _arrays(
     unusable = ~((utilization > 0) & (overhead < 1))  # NaN compares false: also unusable
     utilization[unusable] = np.nan
     overhead[unusable] = np.nan
-    gpus, params, tokens = (table[name][order] for name in _SCALE)
-    for column in (gpus, params, tokens):
+    gpus, params, tokens, batch_tokens = (table[name][order] for name in _SCALE)
+    for column in (gpus, params, tokens, batch_tokens):
         column[~(column > 0)] = np.nan
     return ObservationArrays(
         gpu_names=cast(tuple[str, ...], gpu_names),
@@ -252,6 +253,7 @@ def _arrays(
         params=params,
         tokens=tokens,
         failures=table[_FAILURES][order],
+        batch_tokens=batch_tokens,
     )
 
 

@@ -19,13 +19,25 @@ class OutboxRepository:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def queue(self, items: Sequence[PendingTags], *, pass_id: int, now: datetime) -> None:
-        """Owe these tags; a newer result for the same run replaces the older one."""
+    def queue(self, items: Sequence[PendingTags], *, pass_id: int | None, now: datetime) -> None:
+        """Owe these tags, merged over the tags the run is owed already (a newer value of a
+        tag replaces the older one; the others stay): a forecast's `reckon.eta*` queued
+        while a result is owed, or the other way round, loses neither. `pass_id` None for
+        the forecast job (service.usecases.forecast), which is no reconcile pass."""
+        table = TagOutboxRow.__table__
+        earlier: dict[str, dict[str, str]] = {}
+        wanted = sorted({item.run_id for item in items})
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            for row in self._session.execute(
+                select(table.c.run_id, table.c.tags).where(table.c.run_id.in_(chunk))
+            ):
+                earlier[row.run_id] = json.loads(row.tags)
         rows = [
             {
                 "run_id": item.run_id,
                 "estimate_id": item.estimate_id,
-                "tags": json.dumps(item.tags, sort_keys=True),
+                "tags": json.dumps({**earlier.get(item.run_id, {}), **item.tags}, sort_keys=True),
                 "pass_id": pass_id,
                 "queued_at": now,
                 "attempts": 0,

@@ -12,7 +12,8 @@ from sqlalchemy import Integer, String, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from service.adapters.db.columns import UtcDateTime
-from service.adapters.db.history_sql import HISTORY_ORDER, history_conditions
+from service.adapters.db.estimate_mapping import own_price
+from service.adapters.db.history_sql import HISTORY_ORDER, first_experiment, history_conditions
 from service.adapters.db.sets import among
 from service.adapters.db.tables import (
     EstimateRow,
@@ -295,8 +296,10 @@ class ReconciliationRepository:
         return self._rows(query), int(total or 0)
 
     def _rows(self, query: HistoryQuery) -> list[Reconciliation]:
+        experiment = first_experiment() if query.experiments else literal(None, String())
+        estimate = (EstimateRow.label, EstimateRow.price_per_gpu_hour, EstimateRow.currency)
         ordered = (
-            select(ReconciliationRow, EstimateRow.label)
+            select(ReconciliationRow, *estimate, experiment)
             .outerjoin(EstimateRow, EstimateRow.id == ReconciliationRow.estimate_id)
             .where(*history_conditions(query))
             .order_by(*HISTORY_ORDER[query.sort], ReconciliationRow.estimate_id)
@@ -305,9 +308,15 @@ class ReconciliationRepository:
             ordered = ordered.limit(query.limit)
         if query.offset:
             ordered = ordered.offset(query.offset)
+        read = self._session.execute(ordered)
         return [
-            dataclasses.replace(_reconciliation(row), label=label)
-            for row, label in self._session.execute(ordered)
+            dataclasses.replace(
+                _reconciliation(row),
+                label=label,
+                price=own_price(price, currency),
+                experiment_id=experiment_id,
+            )
+            for row, label, price, currency, experiment_id in read
         ]
 
     def count(self) -> int:
@@ -333,7 +342,8 @@ class ReconciliationRepository:
 def _reconciliation_values(item: Reconciliation) -> dict[str, object]:
     """The row's columns are the domain fields (run ids joined)."""
     values = {**fields_of(item), "run_ids": ",".join(item.run_ids)}
-    values.pop("label")  # the estimate's, shown with the history, not a column here
+    for name in ("label", "price", "cost", "experiment_id"):  # read with the history
+        values.pop(name)
     return values
 
 
@@ -363,6 +373,7 @@ def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
         note=row.note,
         kind=cast(EstimateKind, row.kind),
         params=row.params,
+        global_batch_tokens=row.global_batch_tokens,
         config_check=row.config_check,
         planned_gpus=row.planned_gpus,
         planned_tokens=row.planned_tokens,

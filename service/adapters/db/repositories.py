@@ -20,6 +20,7 @@ from service.domain.records import Planned, SavedEstimate
 _PLANNED_COLUMNS = (
     "id", "kind", "gpu", "gpus", "precision", "predicted_wall_seconds", "recompute",
     "wall_seconds_p10", "wall_seconds_p90", "params", "tokens", "flops", "peak_flops",
+    "global_batch_tokens",
 )  # fmt: skip
 
 

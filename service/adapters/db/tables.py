@@ -52,6 +52,7 @@ class EstimateRow(Base):
     layers: Mapped[int | None] = mapped_column(Integer)
     hidden_size: Mapped[int | None] = mapped_column(Integer)
     seq_len: Mapped[int | None] = mapped_column(Integer)
+    global_batch_tokens: Mapped[float | None] = mapped_column(Double)  # tokens per step (0017)
     recompute: Mapped[str | None] = mapped_column(String(16))
     recompute_factor_given: Mapped[float | None] = mapped_column(Double)
     recompute_factor: Mapped[float | None] = mapped_column(Double)
@@ -67,6 +68,7 @@ class EstimateRow(Base):
     wall_seconds_p10: Mapped[float | None] = mapped_column(Double)
     wall_seconds_p50: Mapped[float | None] = mapped_column(Double)
     wall_seconds_p90: Mapped[float | None] = mapped_column(Double)
+    deadline: Mapped[datetime | None] = mapped_column(UtcDateTime())  # (0018)
     gpu_hours: Mapped[float | None] = mapped_column(Double)
     mfu: Mapped[float | None] = mapped_column(Double)
     hfu: Mapped[float | None] = mapped_column(Double)
@@ -156,6 +158,7 @@ class _ReconciliationColumns:
     # Planned against observed configuration (0010); precision above is the one used.
     config_check: Mapped[str | None] = mapped_column(String(16))
     params: Mapped[float | None] = mapped_column(Double)  # the estimate's, for the refit
+    global_batch_tokens: Mapped[float | None] = mapped_column(Double)  # the same (0017)
     planned_gpus: Mapped[int | None] = mapped_column(Integer)
     planned_tokens: Mapped[float | None] = mapped_column(Double)
     planned_precision: Mapped[str | None] = mapped_column(String(16))
@@ -305,6 +308,10 @@ class SegmentFactorRow(Base):
     failure_rate: Mapped[float] = mapped_column(Double, server_default="0")
     failure_cost_hours: Mapped[float] = mapped_column(Double, server_default="0")
     failure_cost_se: Mapped[float] = mapped_column(Double, server_default="0")
+    # Slope on log tokens per GPU per optimizer step (0017; service.calibration.scaling).
+    batch_slope: Mapped[float] = mapped_column(Double, server_default="0")
+    batch_slope_se: Mapped[float] = mapped_column(Double, server_default="0")
+    log_batch_reference: Mapped[float] = mapped_column(Double, server_default="0")
     gpus_min: Mapped[float | None] = mapped_column(Double)
     gpus_max: Mapped[float | None] = mapped_column(Double)
     params_min: Mapped[float | None] = mapped_column(Double)

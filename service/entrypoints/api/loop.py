@@ -1,6 +1,8 @@
-"""Routes over the loop: reconcile, refit, history, accuracy, factors, jobs, running. Each
-returns a document of service.presenters.json_loop_documents, which FastAPI validates the
-answer against and publishes as the route's response schema."""
+"""Routes over the loop: reconcile, refit, history, accuracy, spend, factors, jobs, running,
+forecast.
+Each returns a document of service.presenters.json_loop_documents (the spend's:
+json_money_documents), which FastAPI validates the answer against and publishes as the
+route's response schema."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from service.domain.records import ACCURACY_GROUPINGS, HISTORY_SORTS, SEARCH_MAX_CHARS
+from service.domain.spending import SPEND_GROUPINGS
 from service.entrypoints.api.deps import GUARDED, App
-from service.presenters import json_loop, json_views
+from service.presenters import json_forecast_documents as forecastdoc
+from service.presenters import json_loop, json_views, money
 from service.presenters import json_loop_documents as loopdoc
+from service.presenters import json_money_documents as moneydoc
 
 router = APIRouter(tags=["the loop"])
 SORTS = "^(" + "|".join(HISTORY_SORTS) + ")$"
@@ -78,6 +83,22 @@ def accuracy(
     return json_loop.accuracy_view(app.queries.accuracy(by=by, since=since))
 
 
+@router.get("/v1/spend", summary="Money planned against spent, per group and currency")
+def spend(
+    app: App,
+    by: Annotated[
+        str | None,
+        Query(
+            description="experiment (MLflow experiment id), gpu or month (UTC, of the run's end)",
+            json_schema_extra={"enum": list(SPEND_GROUPINGS)},
+        ),
+    ] = None,
+    since: str | None = None,
+    gpu: str | None = None,
+) -> moneydoc.Spend:
+    return money.spend_view(app.queries.spend(by=by, since=since, gpu=gpu))
+
+
 @router.get("/v1/factors", summary="The active (or a pinned) factor set, per segment")
 def factors(
     app: App,
@@ -131,3 +152,23 @@ def jobs(app: App, limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> loopdoc.
 @router.get("/v1/running", summary="Linked runs still RUNNING, projected")
 def running(app: App) -> loopdoc.RunningList:
     return json_views.running_list_view(app.queries.running())
+
+
+@router.post(
+    "/v1/forecast",
+    dependencies=GUARDED,
+    summary="Forecast linked RUNNING runs now and tag them reckon.eta* (the hourly job, once)",
+    responses={
+        409: {
+            "description": "Another forecast run holds the lock: this one did nothing",
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ForecastRun"}}
+            },
+        }
+    },
+)
+def forecast(app: App, response: Response) -> forecastdoc.ForecastRun:
+    done = app.loop.forecast()
+    if done.locked:
+        response.status_code = 409
+    return json_loop.forecast_view(done)

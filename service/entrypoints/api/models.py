@@ -1,6 +1,7 @@
 """The API's request models, derived from the one declaration of the estimate inputs
-(`service.domain.inputs.ESTIMATE_INPUTS`): the same names and defaults as the CLI's options, as
-query parameters of GET /v1/estimate and as the body of POST /v1/estimates."""
+(`service.domain.inputs.ESTIMATE_INPUTS`, then `MEMORY_INPUTS`): the same names and defaults as
+the CLI's options, as query parameters of GET /v1/estimate, /v1/plan and /v1/sensitivity and as
+the body of POST /v1/estimates."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, create_model
 
-from service.domain.inputs import ESTIMATE_INPUTS, InputField
+from service.domain.inputs import ESTIMATE_INPUTS, MEMORY_INPUTS, InputField
 
 _TYPES: dict[str, Any] = {"count": str | float, "text": str, "int": int, "float": float}
 
@@ -61,20 +62,34 @@ else:
     EstimateQuery = create_model(
         "EstimateQuery",
         __doc__="GET /v1/estimate: the inputs of `reckon estimate`.",
-        **{spec.name: _field(spec) for spec in ESTIMATE_INPUTS},
+        **{spec.name: _field(spec) for spec in (*ESTIMATE_INPUTS, *MEMORY_INPUTS)},
         **_CALIBRATION,
     )
     EstimateBody = create_model(
         "EstimateBody",
-        __doc__="POST /v1/estimates: the inputs of `reckon estimate`, plus a label.",
-        **{spec.name: _field(spec) for spec in ESTIMATE_INPUTS},
+        __doc__="POST /v1/estimates: the inputs of `reckon estimate`, plus a label and a deadline.",
+        **{spec.name: _field(spec) for spec in (*ESTIMATE_INPUTS, *MEMORY_INPUTS)},
         **_CALIBRATION,
         label=(str | None, Field(default=None, max_length=200, description="A short note.")),
+        deadline=(
+            str | None,
+            Field(
+                default=None,
+                max_length=64,
+                description="When the run must finish: a date or ISO 8601 time (UTC unless "
+                "it says), or a duration from now (7d); stored as a UTC time. A linked run "
+                "whose P90 finish is after it is at risk.",
+            ),
+        ),
     )
     PlanQuery = create_model(
         "PlanQuery",
         __doc__="GET /v1/plan: the inputs of `reckon plan` (the GPU count is the answer).",
-        **{spec.name: _field(spec) for spec in ESTIMATE_INPUTS if spec.name != "gpus"},
+        **{
+            spec.name: _field(spec)
+            for spec in (*ESTIMATE_INPUTS, *MEMORY_INPUTS)
+            if spec.name != "gpus"
+        },
         **_CALIBRATION,
         **_PLAN,
     )

@@ -26,15 +26,15 @@ router = APIRouter(tags=["planning"])
 # the factor set, in a worker thread. Either way the answer is checked against its document
 # here and returned as a response, so FastAPI does not hop to another thread to validate it
 # (the schema is still published).
-ESTIMATE_ANSWER: TypeAdapter[doc.EstimateAnswer | doc.CalibratedEstimate] = TypeAdapter(
-    doc.EstimateAnswer | doc.CalibratedEstimate
+ESTIMATE_ANSWER: TypeAdapter[doc.GivenAnswer | doc.CalibratedAnswer] = TypeAdapter(
+    doc.GivenAnswer | doc.CalibratedAnswer
 )
 
 
 @router.get(
     "/v1/estimate",
     summary="Compute an estimate (no side effects)",
-    response_model=doc.EstimateAnswer | doc.CalibratedEstimate,
+    response_model=doc.GivenAnswer | doc.CalibratedAnswer,
 )
 async def get_estimate(app: App, query: Annotated[EstimateQuery, Query()]) -> JSONResponse:
     values = query.model_dump()
@@ -60,6 +60,7 @@ def post_estimate(app: App, body: EstimateBody) -> doc.SavedAnswer | doc.Calibra
         calibrated=values["calibrated"],
         factor_set=values["factor_set"],
         label=values["label"],
+        deadline=values["deadline"],
     )
     return json_views.saved_answer_view(saved)
 

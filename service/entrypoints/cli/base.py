@@ -4,6 +4,7 @@ JSON output, and the estimate options derived from `service.domain.inputs.ESTIMA
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,7 +12,7 @@ import click
 
 from service import bootstrap
 from service.app import Reckon
-from service.domain.inputs import ESTIMATE_INPUTS, RawInputs, parse_inputs
+from service.domain.inputs import ESTIMATE_INPUTS, MEMORY_INPUTS, RawInputs, parse_inputs
 from service.domain.redaction import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,11 +42,30 @@ def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(command)
 
 
+def csv_option(command: F) -> F:
+    help_text = "Print CSV (RFC 4180, a header row) of the --json values."
+    return click.option("--csv", "as_csv", is_flag=True, help=help_text)(command)
+
+
+def one_format(as_json: bool, as_csv: bool) -> None:
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv: choose one")
+
+
+def emit_csv(document: str) -> None:
+    """CSV as it is (CRLF line ends) into a file or pipe; on a terminal, with plain line
+    ends and what the terminal would act on escaped (as every command's text)."""
+    if sys.stdout.isatty():
+        document = terminal_safe(document.replace("\r\n", "\n"))
+    click.echo(document, nl=False)
+
+
 def estimate_options(*, with_gpus: bool = True) -> Callable[[F], F]:
-    """The inputs of estimate, plan and sensitivity (`plan` chooses the GPU count)."""
+    """The inputs of estimate, plan and sensitivity (`plan` chooses the GPU count), then
+    the memory settings (sharding, optimizer, micro-batch)."""
 
     def decorate(command: F) -> F:
-        for spec in reversed(ESTIMATE_INPUTS):
+        for spec in reversed((*ESTIMATE_INPUTS, *MEMORY_INPUTS)):
             if spec.name == "gpus" and not with_gpus:
                 continue
             help_text = spec.help

@@ -1,4 +1,5 @@
-"""Commands of the loop: reconcile, history, running, refit, factors, accuracy."""
+"""Commands of the loop: reconcile, history, spend, running, forecast, refit, factors,
+accuracy."""
 
 from __future__ import annotations
 
@@ -8,8 +9,17 @@ import click
 
 from service.domain.errors import ConflictError
 from service.domain.records import ACCURACY_ALIASES, ACCURACY_GROUPINGS, HISTORY_SORTS
-from service.entrypoints.cli.base import application, cli, json_option, output
-from service.presenters import json_loop, json_views, text_loop
+from service.domain.spending import SPEND_GROUPINGS
+from service.entrypoints.cli.base import (
+    application,
+    cli,
+    csv_option,
+    emit_csv,
+    json_option,
+    one_format,
+    output,
+)
+from service.presenters import csv_tables, json_loop, json_views, money, text_loop
 
 
 @cli.command()
@@ -31,6 +41,18 @@ def reconcile(since: str | None, full: bool, as_json: bool) -> None:
 
 def _progress(runs_seen: int) -> None:
     click.echo(f"\rscanned {runs_seen:,} runs", err=True, nl=False)
+
+
+@cli.command()
+@json_option
+def forecast(as_json: bool) -> None:
+    """Forecast every linked RUNNING run now and tag it in MLflow (reckon.eta, reckon.eta_p10,
+    reckon.eta_p90, reckon.at_risk) through the outbox: the hourly job, once. Another forecast
+    run holding the lock exits 4 and does nothing; the nightly pass's lock is never waited on."""
+    done = application().loop.forecast()
+    if done.locked:
+        raise ConflictError(text_loop.forecast_text(done))
+    output(as_json, done, json_loop.forecast_view, text_loop.forecast_text)
 
 
 @cli.command(name="running")
@@ -59,6 +81,7 @@ def running_command(as_json: bool) -> None:
     "precision contain this (case-insensitive).",
 )  # fmt: skip
 @json_option
+@csv_option
 def history(
     since: str | None,
     gpu: str | None,
@@ -67,12 +90,40 @@ def history(
     sort: str,
     search: str | None,
     as_json: bool,
+    as_csv: bool,
 ) -> None:
-    """Predicted against observed, per estimate, newest first (or --sort)."""
+    """Predicted against observed, per estimate, newest first (or --sort), with what each
+    was planned to cost and cost (prices: RECKON_PRICES_FILE, or the estimate's own)."""
+    one_format(as_json, as_csv)
     page = application().queries.history_page(
         since=since, gpu=gpu, search=search, sort=sort, limit=limit, offset=offset
     )
+    if as_csv:
+        emit_csv(csv_tables.history_csv(page))
+        return
     output(as_json, page, json_views.history_page_view, text_loop.history_page_text)
+
+
+@cli.command(name="spend")
+@click.option(
+    "--by", type=click.Choice(list(SPEND_GROUPINGS)), default=None,
+    help="Group by MLflow experiment (id), GPU model or month the run ended (UTC).",
+)  # fmt: skip
+@click.option("--since", default=None, help="Only runs that ended after this date (or 30d).")
+@click.option("--gpu", default=None, help="Only this GPU model (an alias such as h100 works).")
+@json_option
+@csv_option
+def spend_command(
+    by: str | None, since: str | None, gpu: str | None, as_json: bool, as_csv: bool
+) -> None:
+    """Budget against actual: planned and observed cost (GPU-hours x price per GPU-hour) of
+    the reconciled forecasts, per group and currency, and the difference."""
+    one_format(as_json, as_csv)
+    result = application().queries.spend(by=by, since=since, gpu=gpu)
+    if as_csv:
+        emit_csv(csv_tables.spend_csv(result))
+        return
+    output(as_json, result, money.spend_view, money.spend_text)
 
 
 @cli.command()

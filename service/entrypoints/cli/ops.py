@@ -3,6 +3,7 @@ The process runners (uvicorn, APScheduler) and matplotlib load only inside their
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -32,12 +33,27 @@ def scheduler_command() -> None:
     server.run_scheduler(application())
 
 
+class _Folder(click.Path):
+    """A folder path; a NUL byte (which no file system takes, and os.stat raises on) is a
+    usage error like any other bad path."""
+
+    def convert(
+        self,
+        value: str | os.PathLike[str],
+        param: click.Parameter | None,
+        ctx: click.Context | None,
+    ) -> str | bytes | os.PathLike[str]:
+        if "\x00" in os.fspath(value):
+            self.fail("a path cannot hold a NUL byte", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 @cli.command()
 @click.option(
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=_Folder(file_okay=False, path_type=Path),
     help="Directory for index.html and the PNG charts.",
 )
 @click.option("--gpu", default=None, help="Only this GPU model (an alias such as h100 works).")

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from service.domain.errors import InputError
+from service.domain.memory_plans import MemoryCheck
 from service.domain.units import parse_duration_seconds
 from service.entrypoints.cli.base import (
     application,
@@ -18,6 +19,7 @@ from service.entrypoints.cli.base import (
     output,
 )
 from service.presenters import json_views, text
+from service.presenters.memory import memory_warning
 
 
 @cli.command()
@@ -35,6 +37,12 @@ from service.presenters import json_views, text
 )
 @click.option("--save", is_flag=True, help="Store it as a prediction; prints its id and tag.")
 @click.option("--label", default=None, help="A short note stored with a saved estimate.")
+@click.option(
+    "--deadline",
+    default=None,
+    help="With --save: when the run must finish, a date or ISO 8601 time (UTC unless it "
+    "says) or a duration from now (7d); its run is at risk when its P90 finish is after it.",
+)
 @json_option
 def estimate(
     as_json: bool,
@@ -42,16 +50,30 @@ def estimate(
     factor_set: int | None,
     save: bool,
     label: str | None,
+    deadline: str | None,
     **options: Any,
 ) -> None:
-    """Estimate FLOPs, compute and wall time, GPU-hours and MFU for one training job."""
+    """Estimate FLOPs, compute and wall time, GPU-hours, MFU and memory per GPU for one
+    training job (a configuration that does not fit its chip is warned about on stderr)."""
     app, inputs = application(), inputs_of(options)
+    if deadline is not None and not save:
+        raise InputError("--deadline is stored with a saved estimate: add --save")
     if save:
-        saved = app.planning.save(inputs, calibrated=calibrated, factor_set=factor_set, label=label)
+        saved = app.planning.save(
+            inputs, calibrated=calibrated, factor_set=factor_set, label=label, deadline=deadline
+        )
+        _warn_if_it_does_not_fit(saved.answer.memory)
         output(as_json, saved, json_views.saved_answer_view, text.saved_text)
         return
     answer = app.planning.estimate(inputs, calibrated=calibrated, factor_set=factor_set)
+    _warn_if_it_does_not_fit(answer.memory)
     output(as_json, answer, json_views.answer_view, text.answer_text)
+
+
+def _warn_if_it_does_not_fit(memory: MemoryCheck) -> None:
+    warning = memory_warning(memory)
+    if warning is not None:
+        click.echo(f"reckon: warning: {warning}", err=True)
 
 
 @cli.command()
@@ -87,8 +109,9 @@ def plan(
     as_json: bool,
     **options: Any,
 ) -> None:
-    """The fewest GPUs whose wall time meets a deadline (with --calibrated, at a quantile
-    of the predictive distribution: --confidence 0.9 is "90% sure to finish in time")."""
+    """The fewest GPUs whose wall time meets a deadline and whose memory per GPU fits the
+    chip, whichever needs more (with --calibrated, at a quantile of the predictive
+    distribution: --confidence 0.9 is "90% sure to finish in time")."""
     answer = application().planning.plan(
         inputs_of(options, gpus=1),
         parse_duration_seconds(deadline),

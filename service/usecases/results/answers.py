@@ -4,9 +4,10 @@ the planning commands, so it holds nothing more."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from service.domain.memory_plans import Bound, MemoryCheck
 from service.domain.records import (
     FactorSource,
     Reconciliation,
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Answer:
     """An estimate and where its factors came from; `calibrated` is set when fitted factors
-    (and so a P10/P50/P90) were asked for."""
+    (and so a P10/P50/P90) were asked for; `memory`: its training memory per GPU."""
 
     estimate: Estimate
     factor_source: FactorSource
     calibrated: Calibrated | None = None
+    memory: MemoryCheck = field(kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -37,22 +39,29 @@ class SavedAnswer:
 
 @dataclass(frozen=True)
 class Sensitivity:
-    """The table; `calibrated` rows (with P10/P90) when fitted factors were asked for."""
+    """The table; `calibrated` rows (with P10/P90) when fitted factors were asked for;
+    `fits`: whether each row fits in memory (None: its chip's memory is unknown)."""
 
     base: Estimate
     rows: list[SensitivityRow]
     calibrated: list[CalibratedSensitivityRow] | None = None
     factor_set: int | None = None
+    fits: list[bool | None] = field(kw_only=True)
 
 
 @dataclass(frozen=True)
 class PlanAnswer:
     """The plan; `calibrated` holds the quantile it was made at and its P10/P90 when fitted
-    factors were asked for (then `plan.estimate` is the P50 at the chosen count)."""
+    factors were asked for (then `plan.estimate` is the P50 at the chosen count). `bound`:
+    what decided the count, the deadline ("time", needing `time_gpus`) or the memory per GPU
+    (`memory`, checked at the answered count)."""
 
     plan: Plan
     calibrated: CalibratedPlan | None = None
     factor_set: int | None = None
+    bound: Bound = "time"
+    time_gpus: int | None = None
+    memory: MemoryCheck = field(kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from service.domain.records import (
     PassRecord,
     Reconciliation,
+    RunningProjection,
     ScanWindow,
     Skip,
     TagsOwed,
@@ -47,6 +48,9 @@ class Snapshot:
     backtest_calibrated_pct: float | None = None
     backtest_coverage: float | None = None
     backtest_targets: int | None = None
+    # Linked runs RUNNING now, forecast at scrape time (service.usecases.forecast); None
+    # when MLflow could not be read (no per-run series then, rather than stale ones).
+    running: tuple[RunningProjection, ...] | None = None
 
 
 PassStatus = Literal["succeeded", "failed", "locked"]
@@ -164,3 +168,23 @@ class RefitOutcome:
     candidate: BacktestResult | None
     baseline: BacktestResult | None
     message: str
+
+
+@dataclass(frozen=True)
+class ForecastRun:
+    """What one forecast run did: the runs forecast (those with a projection are tagged),
+    the tags written now, what the outbox still owes, or `locked` with who holds it."""
+
+    forecasts: list[RunningProjection]
+    written: int = 0
+    owed: TagsOwed = field(default_factory=TagsOwed)
+    locked: bool = False
+    holder: str | None = None
+
+    @property
+    def tagged(self) -> list[RunningProjection]:
+        return [item for item in self.forecasts if item.eta is not None]
+
+    @property
+    def at_risk(self) -> list[RunningProjection]:
+        return [item for item in self.tagged if item.eta is not None and item.eta.at_risk]

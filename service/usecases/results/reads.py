@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from service.domain.money import CostTotal
 from service.domain.records import (
     Reconciliation,
     RunningProjection,
 )
+from service.domain.spending import SpendRow
 
 if TYPE_CHECKING:
     from service.calibration.model import FactorSet, SegmentFactors
@@ -134,6 +136,8 @@ class AccuracyGroup:
     fallback: bool | None  # None: the grouping is not by GPU or segment
     not_fallen_back: NotFallenBack | None = None
     fallback_to: str | None = None  # "raw" or "by_hand" where it fell back
+    # Planned against observed cost of the group's runs, per currency (service.domain.money).
+    cost: tuple[CostTotal, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,3 +158,21 @@ class Accuracy:
     # fewer than scored here when recorded predictions or runs older than its window exist.
     factor_set: int | None = None
     fitted_on: int | None = None
+    cost: tuple[CostTotal, ...] = ()  # of every forecast scored, per currency
+
+
+@dataclass(frozen=True)
+class Spend:
+    """`reckon spend`: planned against observed cost per group and currency, the totals per
+    currency over every group, and what was not compared: the GPUs the prices file lacks,
+    runs priced in two currencies, and imported runs (left out: never a budget)."""
+
+    by: str | None
+    since: datetime | None
+    gpu: str | None
+    rows: tuple[SpendRow, ...]
+    totals: tuple[CostTotal, ...]
+    unpriced_gpus: tuple[str, ...]
+    in_two_currencies: int
+    imported_left_out: int
+    prices_file: bool  # RECKON_PRICES_FILE is set (else only estimates' own prices count)
