@@ -69,6 +69,12 @@ class Seeded:
     running_run: str
 
 
+# The browser tests run once, on SQLite; the API is tested on both dialects.
+ONCE_ON_SQLITE = pytest.mark.only_dialect(
+    "sqlite", reason="the browser test runs once, on SQLite; the API is tested on both"
+)
+
+
 def seed(engine: Engine, client: MlflowClient, experiment: str) -> Seeded:
     """Four finished estimates, each with a tagged run ending on a different day, and one
     estimate whose run is still going."""
@@ -124,6 +130,7 @@ def reckon_env(database_url: str, server: MlflowServer, experiment: str) -> dict
 
 
 @pytest.mark.mlflow
+@ONCE_ON_SQLITE
 def test_dashboard_draws_reconciled_estimates_from_a_running_server(
     database_url: str,
     engine: Engine,
@@ -134,8 +141,6 @@ def test_dashboard_draws_reconciled_estimates_from_a_running_server(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if not database_url.startswith("sqlite"):
-        pytest.skip("the browser test runs once, on SQLite; the API is tested on both")
     seeded = seed(engine, mlflow_client, experiment_id)
     env = reckon_env(database_url, mlflow_server, experiment_id)
     reconciled = subprocess.run(
@@ -846,6 +851,7 @@ def test_utilization_against_gpu_count_draws_each_segment_with_its_fitted_slope(
     keep_screenshot(capsys, screenshot)
 
 
+@ONCE_ON_SQLITE
 def test_utilization_against_gpu_count_after_a_real_refit(
     database_url: str,
     cli_env: str,
@@ -856,8 +862,6 @@ def test_utilization_against_gpu_count_after_a_real_refit(
 ) -> None:
     """Runs whose utilization falls 8% per doubling of GPUs (A100) and runs that do not
     (H100), refitted for real: the panel draws the slope the set learned, in its words."""
-    if not database_url.startswith("sqlite"):
-        pytest.skip("the browser test runs once, on SQLite; the API is tested on both")
     a100, h100 = Truth("a100-80gb", "bf16", 0.40, 0.10), Truth("h100-sxm", "bf16", 0.33, 0.15)
     simulate(engine, [a100], 60, gpu_counts=(8, 16, 32, 64, 128, 256), gpu_slope=-0.12)
     simulate(engine, [h100], 40, seed=5, gpu_counts=(64, 128, 256, 512))

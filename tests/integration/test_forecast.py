@@ -147,6 +147,10 @@ class StopsBeforeWriting:
         self._inner.set_tags(run_id, tags)
 
 
+# MLflow outages run on SQLite only, as the kill tests' do: the outbox is the same code on
+# both dialects (its PostgreSQL side: test_kills, test_permissions), and each stop and
+# restart of the server costs seconds of the suite's budget.
+@pytest.mark.only_dialect("sqlite", reason="MLflow outages run on SQLite only")
 def test_tags_of_a_forecast_that_meets_an_outage_are_written_by_the_next_pass(
     launched: str,
     engine: Engine,
