@@ -104,13 +104,13 @@ def forecast(
         return ForecastRun([], locked=True, holder=lock.holder)
     try:
         forecasts = running(reader, source, now)
+        if not write:
+            return ForecastRun(forecasts)
         owed = [
             PendingTags(item.run_id, item.estimate_id, eta_tags(item.eta))
             for item in forecasts
-            if item.eta is not None and write
+            if item.eta is not None
         ]
-        if not write:
-            return ForecastRun(forecasts)
         if owed:
             with writer:
                 writer.outbox.queue(owed, pass_id=None, now=now)
