@@ -146,6 +146,12 @@ class SegmentFactors:
     batch_slope: float = 0.0
     batch_slope_se: float = 0.0
     log_batch_reference: float = 0.0
+    # GPU count bends as model size does (log u gains b_GG·Δ², Δ = log G − log G_ref) within
+    # the range of log GPU counts fitted on, and goes on along its tangent beyond it.
+    gpus_curvature: float = 0.0
+    gpus_curvature_se: float = 0.0
+    log_gpus_low: float = 0.0
+    log_gpus_high: float = 0.0
     # The GPU counts, parameter counts and tokens of the runs the entry was fitted on.
     gpus_min: float | None = None
     gpus_max: float | None = None

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from service.calibration.curves import bent_regressors
+from service.calibration.failure_fit import failure_term
 from service.calibration.model import FitParameters
 from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray, weighted_median_of
@@ -20,7 +22,6 @@ from service.calibration.scaling import (
     MAX_PARAMS_SLOPE,
     MAX_SLOPE,
     NO_SCALE,
-    NONE,
     Scale,
     Slopes,
     failures_per_hour,
@@ -28,12 +29,12 @@ from service.calibration.scaling import (
     logs,
     segment_codes,
     segment_key,
-    wall_hours,
 )
 from service.calibration.within import WithinFit, robust_within, within_group, within_spread
 
+# Each curvature term and the line it bends.
+_CURVES = {"curvature": "params", "gpus_curvature": "gpus"}
 SAMPLE_ROWS = 10_000  # runs the scale terms are fitted on, at most (bench/bench_refit.py)
-FAILURE_REJECT_Z = 8.0  # robust scales beyond which a run is no evidence of a failure's cost
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +91,8 @@ def _design(
             columns.append(log_n[rows] - ref_n)
         elif term == "batch":
             columns.append(log_b[rows] - ref_b)
+        elif term == "gpus_curvature":
+            columns.append((log_g[rows] - ref_g) ** 2)
         else:  # curvature
             columns.append((log_n[rows] - ref_n) ** 2)
     deviating: list[str] = []
@@ -120,61 +123,23 @@ def _supported(term: str, k: int, fitted: WithinFit, params: FitParameters) -> b
     error = math.sqrt(max(float(fitted.covariance[k, k]), 0.0))
     spread = float(fitted.spread[k])
     return (
-        spread >= (params.min_slope_spread if term != "curvature" else 0.0)
+        spread >= (params.min_slope_spread if term not in _CURVES else 0.0)
         and abs(beta) >= params.slope_z * error
         and abs(beta) * spread >= params.min_slope_effect
     )
 
 
-def _failure_term(
-    data: ObservationArrays,
-    z: FloatArray,
-    log_g: FloatArray,
-    segment: IntArray,
-    weights: FloatArray,
-    params: FitParameters,
-) -> Slopes:
-    """The failure term, as Slopes holding only it (NONE without evidence): the cost of
-    one failure from the runs that logged throughput (their overhead says what the wall
-    time lost: log(1 − f) = log(1 − f₀) − c·z within a segment), kept when the runs counted
-    at least params.min_failures failures and c > 0 by slope_z standard errors; the rate is
-    failures over GPU-hours of every run that counted them."""
-    counted = np.isfinite(z) & np.isfinite(log_g)
-    if float(data.failures[counted].sum()) < params.min_failures:
-        return NONE
-    split = np.flatnonzero(counted & np.isfinite(data.overhead))
-    if split.size < params.min_slope_n:
-        return NONE
-    # Restart costs have a long tail of their own (a bad night's restart takes hours), and
-    # the expected loss is their mean: least squares, leaving out only runs far beyond it
-    # (stragglers: a bad node's slow wall time is no failure).
-    fitted = robust_within(
-        -z[split, None], np.log1p(-data.overhead[split]), weights[split], segment[split], 1,
-        params, huber_c=math.inf, reject_z=FAILURE_REJECT_Z,
-    )  # fmt: skip
-    if fitted is None:
-        return NONE
-    cost, se = float(fitted.beta[0]), math.sqrt(float(fitted.covariance[0, 0]))
-    if not (cost > 0 and cost >= params.slope_z * se):
-        return NONE
-    rows = np.flatnonzero(counted)
-    gpu_hours = float((weights[rows] * data.gpus[rows] * wall_hours(data)[rows]).sum())
-    if not gpu_hours > 0:
-        return NONE
-    rate = float((weights[rows] * data.failures[rows]).sum()) / gpu_hours
-    shrunk = cost * max(0.0, 1.0 - (se / cost) ** 2)
-    return Slopes(failure_cost_hours=shrunk, failure_cost_se=se, failure_rate=rate)
-
-
 def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameters) -> Scale:
     """The scale model of these runs (NO_SCALE where nothing is supported). First the
-    failure term (`_failure_term`), whose expected loss every run's log e is then cleared
-    of; then the GPU and model-size terms, which need real spread within segments: the
-    model is refitted without the terms that lack evidence (`_supported`) until all it
-    keeps have it, and fitted on the older two thirds it must predict the newest third
-    better than the segments' levels alone (`_transfers`); a set that does not transfer
-    is tried once more without its curvature. Kept shared terms are shrunk toward zero by
-    their noise (positive-part James-Stein)."""
+    failure term (`failure_fit.failure_term`), whose expected loss every run's log e is
+    then cleared of; then the GPU and model-size terms, which need real spread within
+    segments: the model is refitted without the terms that lack evidence (`_supported`)
+    until all it keeps have it, and fitted on the older two thirds it must predict the
+    newest third better than the segments' levels alone (`_transfers`); a set that does
+    not transfer is tried again without its GPU curvature, then without both curvatures
+    (utilization bends with GPU count as it does with model size: flat while a job fits
+    in a few nodes, falling faster as communication grows). Kept shared terms are shrunk
+    toward zero by their noise (positive-part James-Stein)."""
     if len(data) > SAMPLE_ROWS:
         # Global terms, not per-run ones: a seeded sample of the runs estimates them as well
         # (their standard errors are the sample's, so a little wider), at a fixed cost.
@@ -184,13 +149,15 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
     log_b = log_batch(data.batch_tokens, data.gpus)
     z = failures_per_hour(data)
     segment = segment_codes(data)
-    failures = _failure_term(data, z, log_g, segment, weights, params)
+    failures = failure_term(data, z, log_g, segment, weights, params)
     y_all = np.log(data.effective_utilization) + failures.failure_cost_hours * np.where(
         np.isfinite(z), z, 0.0
     )
     terms: list[str] = []
     if within_spread(log_g, weights, segment) >= params.min_slope_spread:
         terms.append("gpus")
+        if _bends(log_g, weights, segment) >= params.min_slope_spread**2:
+            terms.append("gpus_curvature")
     if within_spread(log_n, weights, segment) >= params.min_slope_spread:
         terms.append("params")
         if _bends(log_n, weights, segment) >= params.min_slope_spread**2:
@@ -203,12 +170,13 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
     ):
         terms.append("batch")
     candidates = [terms]
-    if "curvature" in terms:
-        candidates.append([t for t in terms if t != "curvature"])
+    for curve in ("gpus_curvature", "curvature"):
+        if curve in candidates[-1]:
+            candidates.append([t for t in candidates[-1] if t != curve])
     for first in candidates:
         found = _select(first, (log_g, log_n, log_b), y_all, segment, weights, data, params)
         if found is not None:
-            return _scale_of(found, log_n, failures)
+            return _scale_of(found, log_g, log_n, failures)
     return Scale(failures) if failures.any else NO_SCALE
 
 
@@ -268,11 +236,17 @@ def _select(
         shared_fit, full_fit = fitted(shared), fitted(full)
         if shared_fit is None or full_fit is None:
             return None
+        # A bend in GPU count must hold beside each segment's own GPU slope: segments with
+        # different slopes at different counts (a steep one at 8-256 GPUs, a flat one at
+        # 64-512) look like one curve to the shared fit alone.
         supported = [
-            term for k, term in enumerate(terms) if _supported(term, k, shared_fit, params)
+            term
+            for k, term in enumerate(terms)
+            if _supported(term, k, full_fit if term == "gpus_curvature" else shared_fit, params)
         ]
-        if "curvature" in supported and "params" not in supported:
-            supported.remove("curvature")
+        for curve, line in _CURVES.items():
+            if curve in supported and line not in supported:
+                supported.remove(curve)
         if supported == terms:
             if not all(
                 _transfers(design, whole, y_all, weights, segment, data.ended_at, params)
@@ -284,7 +258,7 @@ def _select(
     return None
 
 
-def _scale_of(selected: _Selected, log_n: FloatArray, failures: Slopes) -> Scale:
+def _scale_of(selected: _Selected, log_g: FloatArray, log_n: FloatArray, failures: Slopes) -> Scale:
     """The shared terms shrunk toward zero by their noise (positive-part James-Stein), and
     each segment's own GPU slope (shared + deviation, the deviation already shrunk by its
     prior)."""
@@ -303,6 +277,10 @@ def _scale_of(selected: _Selected, log_n: FloatArray, failures: Slopes) -> Scale
     if "params" in design.terms:
         fitted_n = log_n[design.rows]
         low, high = float(fitted_n.min()), float(fitted_n.max())
+    low_g = high_g = design.log_gpus_reference
+    if "gpus" in design.terms:
+        fitted_g = log_g[design.rows]
+        low_g, high_g = float(fitted_g.min()), float(fitted_g.max())
     shared = dataclasses.replace(
         failures,
         gpus=values.get("gpus", 0.0),
@@ -311,6 +289,10 @@ def _scale_of(selected: _Selected, log_n: FloatArray, failures: Slopes) -> Scale
         params_se=errors.get("params", 0.0),
         curvature=values.get("curvature", 0.0),
         curvature_se=errors.get("curvature", 0.0),
+        gpus_curvature=values.get("gpus_curvature", 0.0),
+        gpus_curvature_se=errors.get("gpus_curvature", 0.0),
+        log_gpus_low=low_g,
+        log_gpus_high=high_g,
         batch=values.get("batch", 0.0),
         batch_se=errors.get("batch", 0.0),
         log_batch_reference=design.log_batch_reference,
@@ -373,12 +355,11 @@ def _transfers(
         return False
     safe = np.where(seen > 0, seen, 1.0)
     x = x.copy()
-    if "curvature" in design.terms:
-        # Beyond the older runs' model sizes the curve goes on along its tangent (as
-        # `utilization_change` continues it for an estimate).
-        dn = x[:, design.terms.index("params")]
-        edge = np.clip(dn, dn[older].min(), dn[older].max())
-        x[newer, design.terms.index("curvature")] = (edge**2 + 2.0 * edge * (dn - edge))[newer]
+    for curve, line in _CURVES.items():
+        if curve in design.terms:
+            # Beyond the older runs' scales the curve goes on as an estimate continues it.
+            d, j = x[:, design.terms.index(line)], design.terms.index(curve)
+            x[newer, j] = bent_regressors(d[newer], d[older].min(), d[older].max())[1]
     adjusted = y[older] - x[older] @ beta
     level_with = np.bincount(groups[older], weights=w[older] * adjusted, minlength=size) / safe
     level_without = np.bincount(groups[older], weights=w[older] * y[older], minlength=size) / safe

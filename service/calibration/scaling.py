@@ -3,12 +3,15 @@ a model of log effective utilization within gpu/precision segments, fitted on th
 within segments and kept term by term only where the data support it. Pure numpy.
 
     log e(G, N) = level(segment)
-                  + b_G(segment) · (log G − log G_ref)           GPU count, per segment
+                  + b_G(segment) · Γ + b_GG · Γ², Γ = log G − log G_ref   GPU count, bending
                   + b_N · Δ + b_NN · Δ²,  Δ = log N − log N_ref   model size, bending
                   + log(1 − f_failures(G))                        failures
 
 - b_G is shared by every segment plus a deviation per segment shrunk toward it (a prior
   spread of `slope_tau`): communication costs differ by interconnect and chip.
+- b_GG bends the GPU term (utilization is flat while a job fits a few nodes and falls ever
+  faster as communication grows); as b_NN, only within the GPU counts fitted on, along the
+  tangent beyond them (never steeper than MAX_SLOPE).
 - b_NN bends the model-size effect (utilization saturates as matmuls grow). Beyond the
   model sizes fitted on the curve is continued along its tangent at the edge, never bent
   further, and no tangent is steeper than MAX_PARAMS_SLOPE.
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.calibration import ranges
+from service.calibration.curves import bent
 from service.calibration.model import SegmentFactors, utilization_range
 from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray
@@ -76,13 +80,20 @@ class Slopes:
     batch: float = 0.0
     batch_se: float = 0.0
     log_batch_reference: float = 0.0
+    # GPU count bends as model size does (log u gains b_GG·Δ², Δ = log G − log G_ref) within
+    # the GPU counts fitted on, and goes on along its tangent beyond them.
+    gpus_curvature: float = 0.0
+    gpus_curvature_se: float = 0.0
+    log_gpus_low: float = 0.0
+    log_gpus_high: float = 0.0
 
     @property
     def any(self) -> bool:
         return any(
             value != 0.0
             for value in (
-                self.gpus, self.params, self.curvature, self.failure_cost_hours, self.batch
+                self.gpus, self.params, self.curvature, self.failure_cost_hours, self.batch,
+                self.gpus_curvature,
             )
         )  # fmt: skip
 
@@ -166,20 +177,23 @@ def utilization_change(
     slope held within ±MAX_PARAMS_SLOPE)."""
     dg = np.where(np.isfinite(log_g), log_g - slopes.log_gpus_reference, 0.0)
     dn = np.where(np.isfinite(log_n), log_n - slopes.log_params_reference, 0.0)
-    low = slopes.log_params_low - slopes.log_params_reference
-    high = slopes.log_params_high - slopes.log_params_reference
-    edge = np.clip(dn, min(low, 0.0), max(high, 0.0))
-    tangent = np.clip(
-        slopes.params + 2.0 * slopes.curvature * edge, -MAX_PARAMS_SLOPE, MAX_PARAMS_SLOPE
-    )
-    params_change = slopes.params * edge + slopes.curvature * edge**2 + tangent * (dn - edge)
-    curve = edge**2 + 2.0 * edge * (dn - edge)  # the curvature's regressor, continued
+    params_change, curve = bent(
+        dn, slopes.params, slopes.curvature, MAX_PARAMS_SLOPE,
+        slopes.log_params_low - slopes.log_params_reference,
+        slopes.log_params_high - slopes.log_params_reference,
+    )  # fmt: skip
+    gpus_change, gpus_curve = bent(
+        dg, slopes.gpus, slopes.gpus_curvature, MAX_SLOPE,
+        slopes.log_gpus_low - slopes.log_gpus_reference,
+        slopes.log_gpus_high - slopes.log_gpus_reference,
+    )  # fmt: skip
     db = np.zeros_like(dg)
     if log_b is not None and slopes.batch != 0.0:
         db = np.where(np.isfinite(log_b), log_b - slopes.log_batch_reference, 0.0)
-    change: FloatArray = slopes.gpus * dg + params_change + slopes.batch * db
+    change: FloatArray = gpus_change + params_change + slopes.batch * db
     variance: FloatArray = (
         (dg * slopes.gpus_se) ** 2 * (slopes.gpus != 0.0)
+        + (gpus_curve * slopes.gpus_curvature_se) ** 2 * (slopes.gpus_curvature != 0.0)
         + (dn * slopes.params_se) ** 2 * (slopes.params != 0.0)
         + (curve * slopes.curvature_se) ** 2 * (slopes.curvature != 0.0)
         + (db * slopes.batch_se) ** 2 * (slopes.batch != 0.0)
@@ -225,47 +239,34 @@ def to_reference(data: ObservationArrays, scale: Scale) -> ObservationArrays:
     )
 
 
+# Each Slopes field and the SegmentFactors field that stores it.
+_STORED_AS = {
+    "gpus": "gpus_slope",
+    "gpus_se": "gpus_slope_se",
+    "params": "params_slope",
+    "params_se": "params_slope_se",
+    "curvature": "params_curvature",
+    "curvature_se": "params_curvature_se",
+    "batch": "batch_slope",
+    "batch_se": "batch_slope_se",
+    **{
+        name: name
+        for name in (
+            "failure_cost_hours", "failure_cost_se", "failure_rate", "log_gpus_reference",
+            "log_params_reference", "log_params_low", "log_params_high", "log_batch_reference",
+            "gpus_curvature", "gpus_curvature_se", "log_gpus_low", "log_gpus_high",
+        )
+    },
+}  # fmt: skip
+
+
 def entry_slopes(entry: SegmentFactors) -> Slopes:
-    return Slopes(
-        gpus=entry.gpus_slope,
-        gpus_se=entry.gpus_slope_se,
-        params=entry.params_slope,
-        params_se=entry.params_slope_se,
-        curvature=entry.params_curvature,
-        curvature_se=entry.params_curvature_se,
-        failure_cost_hours=entry.failure_cost_hours,
-        failure_cost_se=entry.failure_cost_se,
-        failure_rate=entry.failure_rate,
-        log_gpus_reference=entry.log_gpus_reference,
-        log_params_reference=entry.log_params_reference,
-        log_params_low=entry.log_params_low,
-        log_params_high=entry.log_params_high,
-        batch=entry.batch_slope,
-        batch_se=entry.batch_slope_se,
-        log_batch_reference=entry.log_batch_reference,
-    )
+    return Slopes(**{name: getattr(entry, stored) for name, stored in _STORED_AS.items()})
 
 
 def with_slopes(entry: SegmentFactors, slopes: Slopes) -> SegmentFactors:
-    return dataclasses.replace(
-        entry,
-        gpus_slope=slopes.gpus,
-        gpus_slope_se=slopes.gpus_se,
-        params_slope=slopes.params,
-        params_slope_se=slopes.params_se,
-        params_curvature=slopes.curvature,
-        params_curvature_se=slopes.curvature_se,
-        failure_cost_hours=slopes.failure_cost_hours,
-        failure_cost_se=slopes.failure_cost_se,
-        failure_rate=slopes.failure_rate,
-        log_gpus_reference=slopes.log_gpus_reference,
-        log_params_reference=slopes.log_params_reference,
-        log_params_low=slopes.log_params_low,
-        log_params_high=slopes.log_params_high,
-        batch_slope=slopes.batch,
-        batch_slope_se=slopes.batch_se,
-        log_batch_reference=slopes.log_batch_reference,
-    )
+    values = {stored: getattr(slopes, name) for name, stored in _STORED_AS.items()}
+    return dataclasses.replace(entry, **values)
 
 
 def attach(

@@ -14,8 +14,7 @@ from typing_extensions import TypedDict
 
 from service.presenters.json_money_documents import CostTotal, RunCost
 
-# `with_config` sets `__pydantic_config__` (an assignment in a TypedDict's body would be a key
-# to the type checker).
+# `with_config` sets `__pydantic_config__` (a TypedDict body's assignment would be a key).
 FORBID = ConfigDict(extra="forbid")
 
 
@@ -214,6 +213,10 @@ class SegmentFields(TypedDict):
     batch_slope: float
     batch_slope_se: float
     log_batch_reference: float
+    gpus_curvature: float
+    gpus_curvature_se: float
+    log_gpus_low: float
+    log_gpus_high: float
     gpus_min: float | None
     gpus_max: float | None
     params_min: float | None

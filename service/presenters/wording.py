@@ -195,8 +195,7 @@ def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
         return []
     found = []
     if shared.gpus_slope != 0.0:
-        slope = _per_doubling(shared.gpus_slope, shared.gpus_slope_se, "GPUs")
-        found.append(f"{slope}{_span(shared.gpus_min, shared.gpus_max)}")
+        found.append(f"{_gpus_words(shared)}{_span(shared.gpus_min, shared.gpus_max)}")
     for item in segments:
         own = item.level == "segment" and item.segment.count("/") == 1
         differs = abs(item.gpus_slope - shared.gpus_slope) > max(shared.gpus_slope_se, 1e-12)
@@ -206,12 +205,10 @@ def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
     if shared.params_slope != 0.0:
         line = _per_doubling(shared.params_slope, shared.params_slope_se, "parameters")
         if shared.params_curvature != 0.0:
-            ends = ", ".join(
-                f"{100.0 * (2.0 ** _local_slope(shared, log_n) - 1.0):+.1f}% at "
-                f"{format_count(math.exp(log_n))}"
-                for log_n in (shared.log_params_low, shared.log_params_high)
-            )
-            line += f" at {format_count(math.exp(shared.log_params_reference))}, bending: {ends}"
+            line += _bending(
+                shared.params_slope, shared.params_curvature, shared.log_params_reference,
+                (shared.log_params_low, shared.log_params_high), "",
+            )  # fmt: skip
         found.append(f"{line}{_span(shared.params_min, shared.params_max)}")
     if shared.batch_slope != 0.0:
         slope = _per_doubling(shared.batch_slope, shared.batch_slope_se, "tokens per GPU per step")
@@ -229,11 +226,21 @@ def slope_lines(segments: Sequence[SegmentFactors]) -> list[str]:
 
 def gpus_slope_words(entry: SegmentFactors) -> str | None:
     """The entry's GPU slope as `slope_lines` says it ("-6.0% utilization per doubling of
-    GPUs (90% range -9.0%..-3.0%)"); None where it has none (the runs did not support one,
-    or the entry fell back and is not moved by scale)."""
+    GPUs (90% range -9.0%..-3.0%)", and where it bends); None where it has none (the runs
+    did not support one, or the entry fell back and is not moved by scale)."""
     if entry.gpus_slope == 0.0 or entry.fallback:
         return None
-    return _per_doubling(entry.gpus_slope, entry.gpus_slope_se, "GPUs")
+    return _gpus_words(entry)
+
+
+def _gpus_words(entry: SegmentFactors) -> str:
+    words = _per_doubling(entry.gpus_slope, entry.gpus_slope_se, "GPUs")
+    if entry.gpus_curvature == 0.0:
+        return words
+    ends = (entry.log_gpus_low, entry.log_gpus_high)
+    return words + _bending(
+        entry.gpus_slope, entry.gpus_curvature, entry.log_gpus_reference, ends, " GPUs"
+    )
 
 
 def _per_doubling(slope: float, se: float, what: str) -> str:
@@ -241,9 +248,17 @@ def _per_doubling(slope: float, se: float, what: str) -> str:
     return f"{per:+.1f}% utilization per doubling of {what} (90% range {lo:+.1f}%..{hi:+.1f}%)"
 
 
-def _local_slope(entry: SegmentFactors, log_n: float) -> float:
-    """The model-size slope (log-log) at log parameters `log_n`, on the fitted curve."""
-    return entry.params_slope + 2.0 * entry.params_curvature * (log_n - entry.log_params_reference)
+def _bending(
+    slope: float, curvature: float, reference: float, ends: tuple[float, float], unit: str
+) -> str:
+    """ " at 7B, bending: +9.0% at 1B, +2.1% at 13B": the slope per doubling at the reference
+    and at both ends of the fitted logs (log-log slope + 2·curvature·Δ)."""
+    at_ends = ", ".join(
+        f"{100.0 * (2.0 ** (slope + 2.0 * curvature * (end - reference)) - 1.0):+.1f}% at "
+        f"{format_count(math.exp(end))}{unit}"
+        for end in ends
+    )
+    return f" at {format_count(math.exp(reference))}{unit}, bending: {at_ends}"
 
 
 def _span(low: float | None, high: float | None) -> str:

@@ -6,6 +6,7 @@ a plan beyond the history says so in the CLI, its JSON and the API (issue 20).""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from fastapi.testclient import TestClient
@@ -121,3 +122,38 @@ def test_a_planned_global_batch_moves_a_calibrated_estimate_by_its_tokens_per_gp
     assert utilization["1M"] / utilization["64K"] == pytest.approx(16**0.16, rel=0.1)
     _, text = reckon(capsys, "factors")
     assert "per doubling of tokens per GPU per step" in text
+
+
+def communication_bound(gpus: float) -> float:
+    """Flat while a job is small, falling ever faster as communication grows."""
+    return 1.0 / (1.0 + math.pow(gpus / 512, 0.8))
+
+
+def test_utilization_that_bends_with_gpu_count_is_said_and_followed_beyond_the_history(
+    cli_env: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    simulate(
+        engine, [A100], 96, gpu_counts=(8, 16, 32, 64, 128, 256),
+        gpus_factor=communication_bound,
+    )  # fmt: skip
+    assert reckon(capsys, "refit", "--force")[0] == 0
+    _, listed = reckon(capsys, "factors", "--json")
+    [segment] = [r for r in json.loads(listed)["segments"] if r["segment"] == "a100-80gb/bf16"]
+    assert segment["gpus_curvature"] < 0.0
+    assert [round(math.exp(segment[k])) for k in ("log_gpus_low", "log_gpus_high")] == [8, 256]
+    _, text = reckon(capsys, "factors")
+    [line] = [line for line in text.splitlines() if "per doubling of GPUs" in line]
+    assert "GPUs, bending: " in line and "at 8 GPUs, " in line and "at 256 GPUs" in line
+
+    utilization = {}
+    for gpus in (8, 256, 2048):
+        code, out = reckon(
+            capsys, "estimate", *MODEL, "--gpus", str(gpus), "--calibrated", "--json"
+        )
+        assert code == 0
+        utilization[gpus] = json.loads(out)["utilization"]
+    truth = {gpus: communication_bound(gpus) for gpus in utilization}
+    assert utilization[8] / utilization[256] == pytest.approx(truth[8] / truth[256], rel=0.1)
+    # Beyond 256 along the tangent there: steeper than the slope at the history's middle.
+    middle = 8 ** segment["gpus_slope"]  # 256 → 2,048 at the slope at the reference
+    assert utilization[2048] / utilization[256] < middle

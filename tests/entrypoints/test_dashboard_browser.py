@@ -258,6 +258,8 @@ GPU_SLOPES = {  # the active set's GPU slope (and standard error) per segment; o
     "mi300x/bf16": (-0.2, 0.03),
 }
 LOG_GPUS_REFERENCE = math.log(256)
+# MI300X's GPU term bends (falls ever faster) within 64-1,024 GPUs: (curvature, its se).
+GPU_CURVATURES = {"mi300x/bf16": (-0.04, 0.01)}
 
 
 def _implied_utilization(segment: str, r_index: int) -> float | None:
@@ -373,6 +375,7 @@ def _factor_history() -> dict[str, Any]:
             u = _level(k_index, version)
             f = 0.22 - 0.01 * k_index - 0.015 * version
             slope, slope_se = GPU_SLOPES.get(key, (0.0, 0.0))
+            bend, bend_se = GPU_CURVATURES.get(key, (0.0, 0.0))
             entry = SegmentFactors(
                 segment=key,
                 level="all" if key == "*" else "segment" if "/" in key else "gpu",
@@ -391,6 +394,10 @@ def _factor_history() -> dict[str, Any]:
                 gpus_slope=slope,
                 gpus_slope_se=slope_se,
                 log_gpus_reference=LOG_GPUS_REFERENCE,
+                gpus_curvature=bend,
+                gpus_curvature_se=bend_se,
+                log_gpus_low=math.log(64),
+                log_gpus_high=math.log(1024),
                 params_slope=0.3,
                 params_slope_se=0.05,
                 log_params_reference=math.log(7e9),
@@ -834,6 +841,19 @@ def test_utilization_against_gpu_count_draws_each_segment_with_its_fitted_slope(
             assert y_right > y_left + 5, segment
         else:
             assert y_right == pytest.approx(y_left), segment
+    for segment in ("a100-80gb/bf16", "mi300x/bf16"):
+        # u on a linear axis: a straight log-log slope falls slower to the right (about
+        # 0.8 of its left end's steepness here), the bent one faster (about twice).
+        points = lines[segment]
+        third = len(points) // 3
+        left, right = (
+            (b[1] - a[1]) / (b[0] - a[0]) for a, b in ((points[0], points[third]),
+                                                       (points[-third - 1], points[-1]))
+        )  # fmt: skip
+        if segment in GPU_CURVATURES:
+            assert right > 1.3 * left, (segment, left, right)
+        else:
+            assert right < left, (segment, left, right)
     assert words["a100-80gb/bf16"] is not None and words["h100-sxm/bf16"] is None
     for segment in GPU_SLOPES:
         assert captions[segment] == (
@@ -841,6 +861,8 @@ def test_utilization_against_gpu_count_draws_each_segment_with_its_fitted_slope(
         )
     assert "-6.0% utilization per doubling of GPUs (90% range -8.2%" in captions["a100-80gb/bf16"]
     assert captions["h100-sxm/bf16"].startswith("no GPU slope: the runs do not support one, ")
+    assert "at 256 GPUs, bending: " in captions["mi300x/bf16"]  # and the slope at both ends
+    assert "bending" not in captions["a100-80gb/bf16"]
     assert all(
         "its entry in factor set v3, at 7B params, the reference size (its runs span 1.3B–70B"
         in caption
@@ -889,6 +911,9 @@ def test_utilization_against_gpu_count_after_a_real_refit(
     assert captions["a100-80gb/bf16"] == f"{served['a100-80gb/bf16']['gpus_slope_words']}, 60 runs"
     (_, y_left), (_, y_right) = lines["a100-80gb/bf16"][0], lines["a100-80gb/bf16"][-1]
     assert y_right > y_left + 10  # falling utilization: lower on the page to the right
+    # Two straight lines (A100 steep at 8-256 GPUs, H100 flat at 64-512) are no bend, though
+    # together, without each segment's own slope, they look like one.
+    assert all(entry["gpus_curvature"] == 0.0 for entry in served.values())
     h100_words = served["h100-sxm/bf16"]["gpus_slope_words"]
     assert captions["h100-sxm/bf16"].startswith(
         h100_words or "no GPU slope: the runs do not support one"

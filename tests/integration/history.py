@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -40,13 +40,14 @@ def simulate(
     gpu_slope: float = 0.0,
     batch_per_gpu: Sequence[float] = (),
     batch_slope: float = 0.0,
+    gpus_factor: Callable[[float], float] | None = None,
 ) -> int:
     """Store `runs_per_segment` reconciled estimates per segment (planned at u = 0.4,
     overhead 0) whose runs behaved with the true factors and 8% noise; returns the count.
     The runs take the `gpu_counts` in turn (tokens in proportion), their utilization ×
     (GPUs / 64) ** `gpu_slope`; with `batch_per_gpu`, the estimates plan a global batch of
     that many tokens per GPU per step (in turn) and utilization is × (it / 4096) **
-    `batch_slope`."""
+    `batch_slope`; with `gpus_factor`, × gpus_factor(GPUs) instead of the slope."""
     rng = np.random.default_rng(seed)
     count = 0
     items = []
@@ -68,7 +69,8 @@ def simulate(
             else:
                 scale_batch = 1.0
             saved = registry.save(SqlUnitOfWork(engine), result, now=started)
-            scale = (gpus / 64) ** gpu_slope * scale_batch
+            by_gpus = (gpus / 64) ** gpu_slope if gpus_factor is None else gpus_factor(gpus)
+            scale = by_gpus * scale_batch
             u = truth.utilization * scale * float(rng.lognormal(0.0, 0.08))
             f = min(max(truth.overhead + float(rng.normal(0.0, 0.02)), 0.01), 0.6)
             compute = result.flops / (result.request.hardware.gpus * result.peak_flops * u)

@@ -64,6 +64,7 @@ def test_the_refit_learns_both_slopes_and_predicts_each_scale() -> None:
     entry = lookup(factors, "h100-sxm", "bf16", None)
     assert entry.gpus_slope == pytest.approx(GPU_SLOPE, abs=0.01)
     assert entry.params_slope == pytest.approx(PARAM_SLOPE, abs=0.01)
+    assert entry.gpus_curvature == 0.0  # a straight line in log GPUs bends nowhere
     for gpus, params in ((8, 1e9), (64, 7e9), (1024, 7e10)):
         moved = scaling.at_scale(entry, gpus, params)
         truth = 0.45 * (gpus / 64) ** GPU_SLOPE * (params / 7e9) ** PARAM_SLOPE
@@ -171,6 +172,70 @@ def test_utilization_saturates_with_model_size_and_is_not_extrapolated_as_a_line
     )
     assert beyond == pytest.approx(0.45 * saturating(7e10), rel=0.05)
     assert beyond < line  # along the tangent at the edge, not the slope at the middle
+
+
+def communication_bound(gpus: float, half: float = 512.0) -> float:
+    """Utilization against GPU count as interconnects give it: flat while the job is small,
+    falling ever faster as communication grows (halved at `half` GPUs)."""
+    return 1.0 / (1.0 + math.pow(gpus / half, 0.8))
+
+
+def test_utilization_bends_with_gpu_count_and_goes_on_along_its_tangent() -> None:
+    """Runs of 8-256 GPUs on a curve that is flat at the small end and falls ever faster:
+    the refit bends its GPU term (a straight line puts both ends too high), and beyond the
+    fitted counts the tangent at 256 carries on."""
+    rng = np.random.default_rng(17)
+    history = []
+    for run in runs(300, gpu_slope=0.0):
+        gpus = float(2 ** rng.integers(3, 9))
+        u = SEGMENTS[run.gpu] * communication_bound(gpus) * math.exp(rng.normal(0.0, 0.02))
+        history.append(
+            dataclasses.replace(
+                run, effective_utilization=u * 0.9, utilization=u, overhead=0.1, gpus=gpus,
+                params=7e9,
+            )
+        )  # fmt: skip
+    entry = lookup(fit.fit(history, PRIOR), "a100-80gb", "bf16", None)
+    assert entry.gpus_curvature < 0.0
+    assert math.exp(entry.log_gpus_low) == pytest.approx(8.0)
+    assert math.exp(entry.log_gpus_high) == pytest.approx(256.0)
+
+    for gpus in (8, 32, 256):
+        moved = scaling.at_scale(entry, gpus, None).utilization
+        assert moved == pytest.approx(0.5 * communication_bound(gpus), rel=0.03)
+    beyond = scaling.at_scale(entry, 2048, None)
+    line = entry.utilization * math.exp(
+        entry.gpus_slope * (math.log(2048) - entry.log_gpus_reference)
+    )
+    truth = 0.5 * communication_bound(2048)
+    # Steeper than the slope at the middle of the history, and so nearer the truth (which
+    # bends on beyond the last count seen: 0.12 against the tangent's 0.20 and the line's 0.29).
+    assert truth < beyond.utilization < line
+    assert beyond.log_sigma_high > entry.log_sigma_high  # the curvature's own uncertainty
+
+
+def test_two_straight_segments_at_different_counts_are_no_bend() -> None:
+    """A steep segment at 8-256 GPUs and a flat one at 64-512: each is a straight line in
+    log GPUs, though pooled without each one's own slope they look like one convex curve,
+    which would put the flat segment's small jobs far above its runs."""
+    rng = np.random.default_rng(23)
+    history = []
+    for i, run in enumerate(runs(300, gpu_slope=0.0)):
+        steep = i % 2 == 0
+        gpu, slope = ("a100-80gb", -0.12) if steep else ("h100-sxm", 0.0)
+        gpus = float(2 ** rng.integers(3, 9) if steep else 2 ** rng.integers(6, 10))
+        u = SEGMENTS[gpu] * (gpus / 64) ** slope * math.exp(rng.normal(0.0, 0.05))
+        history.append(
+            dataclasses.replace(
+                run, gpu=gpu, effective_utilization=u * 0.9, utilization=u, overhead=0.1,
+                gpus=gpus, params=7e9,
+            )
+        )  # fmt: skip
+    factors = fit.fit(history, PRIOR)
+    assert all(entry.gpus_curvature == 0.0 for entry in factors.values())
+    flat = lookup(factors, "h100-sxm", "bf16", None)
+    small, big = (scaling.at_scale(flat, gpus, 7e9).utilization for gpus in (8, 512))
+    assert small == pytest.approx(big, rel=0.05)
 
 
 def test_overhead_grows_with_the_failures_a_bigger_job_should_expect() -> None:

@@ -312,6 +312,11 @@ class SegmentFactorRow(Base):
     batch_slope: Mapped[float] = mapped_column(Double, server_default="0")
     batch_slope_se: Mapped[float] = mapped_column(Double, server_default="0")
     log_batch_reference: Mapped[float] = mapped_column(Double, server_default="0")
+    # GPU-count curvature and the log GPU counts fitted on (0019; calibration.scaling).
+    gpus_curvature: Mapped[float] = mapped_column(Double, server_default="0")
+    gpus_curvature_se: Mapped[float] = mapped_column(Double, server_default="0")
+    log_gpus_low: Mapped[float] = mapped_column(Double, server_default="0")
+    log_gpus_high: Mapped[float] = mapped_column(Double, server_default="0")
     gpus_min: Mapped[float | None] = mapped_column(Double)
     gpus_max: Mapped[float | None] = mapped_column(Double)
     params_min: Mapped[float | None] = mapped_column(Double)
