@@ -38,8 +38,8 @@ lint: $(VENV)/.dev-installed
 # Worker processes for the suite (pytest-xdist). It waits on servers and subprocesses more
 # than it computes, so three beat two on a 2-core machine (bench/README.md, "Test suite").
 # TEST_WORKERS=0 runs it in one process. The 15 slowest tests are listed at the end (the
-# aim is .ci/run under 10 minutes: 12 min 54 s on 2026-12-03 with 1,373 tests, pytest 596 s,
-# the rest the venv's install and the lint; bench/README.md, "Test suite").
+# aim is .ci/run under 10 minutes: 7 min 1 s on a quiet machine on 2026-12-03 with 1,378
+# tests, pytest 337 s, the rest the venv's install and the lint; bench/README.md, "Test suite").
 TEST_WORKERS ?= 3
 
 test: lint
