@@ -118,7 +118,8 @@ def _supported(term: str, k: int, fitted: WithinFit, params: FitParameters) -> b
     matters over one within-segment deviation. Judged on the fit without deviations: a
     segment's own GPU slope refines a GPU term the runs support as a whole, it does not
     make one (on MLPerf, letting one chip's strong-scaling slope count as evidence put
-    the LoRA benchmark's slope on GPT-3: leave-one-out 0.088 → 0.099, GPT-3 rows 0.9)."""
+    the LoRA benchmark's slope on GPT-3: leave-one-out 0.088 → 0.099, GPT-3 rows 0.9).
+    The GPU curvature is the exception, judged on the fit with them (`_select`)."""
     beta = float(fitted.beta[k])
     error = math.sqrt(max(float(fitted.covariance[k, k]), 0.0))
     spread = float(fitted.spread[k])
@@ -180,15 +181,15 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
     return Scale(failures) if failures.any else NO_SCALE
 
 
-def _bends(log_n: FloatArray, weights: FloatArray, segment: IntArray) -> float:
-    """How much of the squared model size is not a straight line in it (within segments,
-    weighted standard deviation): with two model sizes in a segment none is, and a curve
-    through two points says nothing."""
-    known = np.isfinite(log_n)
+def _bends(log_x: FloatArray, weights: FloatArray, segment: IntArray) -> float:
+    """How much of a log scale's square (model size, GPU count) is not a straight line in
+    it (within segments, weighted standard deviation): with two model sizes in a segment
+    none is, and a curve through two points says nothing."""
+    known = np.isfinite(log_x)
     if np.count_nonzero(known) < 3:
         return 0.0
     w, groups = weights[known], segment[known]
-    centred = log_n[known] - np.average(log_n[known], weights=w)
+    centred = log_x[known] - np.average(log_x[known], weights=w)
     columns = within_group(np.column_stack([centred, centred**2]), w, groups)
     line, square = columns[:, 0], columns[:, 1]
     denominator = float((w * line**2).sum())
