@@ -348,3 +348,12 @@ def test_a_steep_model_size_slope_over_two_sizes_is_kept_beyond_the_gpu_bound() 
         )
     entry = lookup(fit.fit(found, PRIOR), "h100-sxm", "bf16", None)
     assert entry.params_slope == pytest.approx(0.9, abs=0.05)
+
+
+def test_every_scale_term_is_stored_with_its_entry_and_read_back() -> None:
+    """An entry stores each of its Slopes' fields (a field without a column would come back
+    as 0 after a refit was stored and read)."""
+    values = {f.name: float(i + 1) / 100 for i, f in enumerate(dataclasses.fields(scaling.Slopes))}
+    slopes = scaling.Slopes(**values)
+    entry = lookup(fit.fit(runs(), PRIOR), "h100-sxm", "bf16", None)
+    assert scaling.entry_slopes(scaling.with_slopes(entry, slopes)) == slopes
