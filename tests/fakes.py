@@ -607,6 +607,16 @@ def _no_launch() -> Any:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+class FixedClock:
+    """The clock port, stopped at `moment` (a test moves it by assigning `moment`)."""
+
+    def __init__(self, moment: datetime) -> None:
+        self.moment = moment
+
+    def now(self) -> datetime:
+        return self.moment
+
+
 class FakeLock:
     def __init__(self, free: bool = True) -> None:
         self.free = free

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.calibration.curves import bent_regressors
+from service.calibration.curves import continued_square
 from service.calibration.failure_fit import failure_term
 from service.calibration.model import FitParameters
 from service.calibration.observations import ObservationArrays
@@ -365,7 +365,7 @@ def _transfers(
         if curve in design.terms:
             # Beyond the older runs' scales the curve goes on as an estimate continues it.
             d, j = x[:, design.terms.index(line)], design.terms.index(curve)
-            x[newer, j] = bent_regressors(d[newer], d[older].min(), d[older].max())[1]
+            x[newer, j] = continued_square(d[newer], d[older].min(), d[older].max())
     adjusted = y[older] - x[older] @ beta
     level_with = np.bincount(groups[older], weights=w[older] * adjusted, minlength=size) / safe
     level_without = np.bincount(groups[older], weights=w[older] * y[older], minlength=size) / safe

@@ -251,8 +251,8 @@ def _per_doubling(slope: float, se: float, what: str) -> str:
 def _bending(
     slope: float, curvature: float, reference: float, ends: tuple[float, float], unit: str
 ) -> str:
-    """ " at 7B, bending: +9.0% at 1B, +2.1% at 13B": the slope per doubling at the reference
-    and at both ends of the fitted logs (log-log slope + 2·curvature·Δ)."""
+    """The slope per doubling at the reference and at both ends of the fitted logs (log-log
+    slope + 2·curvature·Δ), as in ' at 7B, bending: +9.0% at 1B, +2.1% at 13B'."""
     at_ends = ", ".join(
         f"{100.0 * (2.0 ** (slope + 2.0 * curvature * (end - reference)) - 1.0):+.1f}% at "
         f"{format_count(math.exp(end))}{unit}"

@@ -197,7 +197,8 @@ class Served:
 
         from service.domain.inputs import parse_inputs
         from tests.builders import SEED_INPUTS
-        from tests.unit.test_app import START, FixedClock, a_run
+        from tests.fakes import FixedClock
+        from tests.unit.test_app import START, a_run
 
         now = START + timedelta(days=700)  # the runs take 600 days: plausible at 8 GPUs
         policy = Policy(mlflow_tracking_uri="http://mlflow.example:5000")

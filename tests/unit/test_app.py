@@ -13,18 +13,10 @@ from service.domain.errors import ConflictError, InputError, NotFoundError, Unav
 from service.domain.inputs import parse_inputs
 from service.domain.records import ObservedRun
 from tests.builders import SEED_INPUTS
-from tests.fakes import FakeWorld, fake_app
+from tests.fakes import FakeWorld, FixedClock, fake_app
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR = 3600.0
-
-
-class FixedClock:
-    def __init__(self, moment: datetime) -> None:
-        self.moment = moment
-
-    def now(self) -> datetime:
-        return self.moment
 
 
 def a_world(**options: Any) -> FakeWorld:

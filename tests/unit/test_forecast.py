@@ -15,18 +15,10 @@ from service.domain.inputs import RawInputs
 from service.domain.records import ESTIMATE_TAG, ObservedRun
 from service.presenters.metrics import metrics_response
 from tests.builders import SEED_ARGS, SEED_INPUTS
-from tests.fakes import FakeWorld, fake_app
+from tests.fakes import FakeWorld, FixedClock, fake_app
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 HOUR = 3600.0
-
-
-class FixedClock:
-    def __init__(self, moment: datetime) -> None:
-        self.moment = moment
-
-    def now(self) -> datetime:
-        return self.moment
 
 
 def test_the_p50_finish_is_now_plus_the_work_left_and_the_spread_widens_it() -> None:
