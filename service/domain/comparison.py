@@ -247,6 +247,7 @@ def judge(
         observed_gpus=config.observed_gpus,
         observed_tokens=config.observed_tokens,
         observed_precision=config.observed_precision,
+        observed_global_batch_tokens=config.observed_global_batch_tokens,
     )
     numbers = (item.ratio, item.error_pct, item.predicted_seconds, item.observed_seconds)
     if not all(math.isfinite(value) for value in numbers):

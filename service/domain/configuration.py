@@ -38,6 +38,7 @@ class Configuration:
     observed_gpus: int | None
     observed_tokens: float | None
     observed_precision: str | None
+    observed_global_batch_tokens: float | None = None  # the first run's that states it
 
 
 def observed(
@@ -84,6 +85,9 @@ def observed(
         observed_gpus=gpus,
         observed_tokens=tokens,
         observed_precision=precision,
+        observed_global_batch_tokens=next(
+            (run.global_batch_tokens for run in runs if run.global_batch_tokens), None
+        ),
     )
 
 

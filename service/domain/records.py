@@ -37,6 +37,7 @@ class RunObservables:
     params: float | None = None
     recompute: Recompute | None = None
     problem: tuple[str, str] | None = None
+    global_batch_tokens: float | None = None  # tokens per optimizer step (tokens ÷ steps)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class ObservedRun:
     gpus: int | None = None
     tokens: float | None = None
     precision: str | None = None
+    global_batch_tokens: float | None = None  # tokens per optimizer step (its profile)
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,9 @@ class Reconciliation:
     observed_gpus: int | None = None
     observed_tokens: float | None = None
     observed_precision: str | None = None
+    # Tokens per optimizer step as the run's profile derived them (the refit prefers them
+    # to the estimate's `global_batch_tokens`).
+    observed_global_batch_tokens: float | None = None
     # The estimate's label, as the planner saved it: read with the history (from the
     # estimate), never stored with the reconciliation.
     label: str | None = None

@@ -1,9 +1,8 @@
 """The JSON documents of the loop (json_views.py's history and running, json_loop.py's passes,
-factors, refits, jobs and accuracy) as TypedDicts: the views are checked against them by mypy
-and the API publishes them as its response schemas. Each forbids keys it does not declare, so
-a view that grows a key fails the API's response validation instead of the key being dropped:
-declare it here too. Keys keep the order the views emit them in (the API emits the declared
-order). Only the API imports this at run time; the views import it for type checking."""
+factors, refits, jobs and accuracy) as TypedDicts: mypy checks the views against them, the API
+publishes them as its response schemas. Each forbids keys it does not declare (a view that
+grows a key fails the API's response validation: declare it here too). Keys keep the order
+the views emit them in. Only the API imports this at run time; the views, for type checks."""
 
 from __future__ import annotations
 
@@ -20,11 +19,12 @@ FORBID = ConfigDict(extra="forbid")
 
 @with_config(FORBID)
 class RunConfiguration(TypedDict):
-    """GPU count, tokens and precision, planned or as the run stated them (null: unsaid)."""
+    """GPUs, tokens, precision, tokens per step: planned or as the run said (null: unsaid)."""
 
     gpus: int | None
     tokens: float | None
     precision: str | None
+    global_batch_tokens: float | None
 
 
 @with_config(FORBID)

@@ -252,11 +252,13 @@ def reconciliation_view(item: Reconciliation) -> loopdoc.Reconciliation:
                 "gpus": item.planned_gpus,
                 "tokens": item.planned_tokens,
                 "precision": item.planned_precision,
+                "global_batch_tokens": item.global_batch_tokens,
             },
             "observed": {
                 "gpus": item.observed_gpus,
                 "tokens": item.observed_tokens,
                 "precision": item.observed_precision,
+                "global_batch_tokens": item.observed_global_batch_tokens,
             },
             "note": configuration_note(item),
         },

@@ -32,6 +32,8 @@ HF_TRAINER = Profile(
         Spec("train_steps_per_second", "steps_per_second_average", "job", "1/s"),
         Spec("per_device_train_batch_size", "batch_per_device", source="param"),
         Spec("gradient_accumulation_steps", "grad_accum", source="param"),
+        # -1 unless the run was given a step budget; the steps it ran come from its rates.
+        Spec("max_steps", "optimizer_steps", source="param"),
         Spec("gradient_checkpointing", "recompute", unit="bool", source="param"),
         Spec("activation_checkpointing", "recompute", unit="bool", source="param"),
         Spec("bf16", "bf16", unit="bool", source="param"),
@@ -72,6 +74,10 @@ COMPOSER = Profile(
             statistic="steady",
         ),
         Spec("time/token", "tokens", "job", "count"),
+        # Logged with time/token at each batch start (trainer.py, beside time/token): both are
+        # counts so far, so their ratio is the tokens of one optimizer step (a Composer batch,
+        # its microbatches included).
+        Spec("time/batch", "optimizer_steps", "job", "count"),
         Spec("time/train", "compute_seconds", "job", "h"),
         Spec("num_nodes", "nodes", source="param"),
         Spec("num_gpus_per_node", "gpus_per_node", source="param"),

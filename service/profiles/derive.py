@@ -201,6 +201,12 @@ def _derive(
     if params is None and model_flops is not None and tokens:
         params = model_flops / (6.0 * tokens)
     throughput = tps if tps is not None else (tokens / compute if tokens and compute else None)
+    batch_tokens = values.any_scope("global_batch_tokens")
+    if batch_tokens is None and tokens:
+        steps = _optimizer_steps(values)
+        batch_tokens = tokens / steps if steps else None
+    if batch_tokens is not None and not (math.isfinite(batch_tokens) and batch_tokens > 0):
+        batch_tokens = None
     problem = None
     if compute is None and profile.no_rate_detail is not None:
         problem = (NO_THROUGHPUT, profile.no_rate_detail)
@@ -216,6 +222,7 @@ def _derive(
         params=params,
         recompute=config.recompute or _recompute(values, profile),
         problem=problem,
+        global_batch_tokens=batch_tokens,
     )
 
 
@@ -241,6 +248,25 @@ def _compute_seconds(
         if method == "runtime" and runtime:
             return runtime
     return None
+
+
+def _optimizer_steps(values: _Values) -> float | None:
+    """The optimizer steps the run took, for tokens per step: HF's average steps/s × its
+    train_runtime where the rate's rounding allows (as for the GPU count), else a logged
+    step count (Composer's time/batch; HF's max_steps when set), else the last step a
+    per-step profile logged (NeMo, torchtitan: within one logging interval)."""
+    rate, runtime = (
+        values.any_scope("steps_per_second_average"),
+        values.any_scope("compute_seconds"),
+    )
+    if rate and runtime and HF_RATE_ROUNDING / rate <= TOLERANCE / 2:
+        ran = rate * runtime
+        return float(round(ran)) if math.isfinite(ran) and ran >= 1 else None
+    counted = values.any_scope("optimizer_steps")
+    if counted is not None and counted >= 1:
+        return counted
+    logged = values.steps.get("step_seconds")
+    return float(logged) if logged else None
 
 
 def _flops_per_token(values: _Values) -> float | None:

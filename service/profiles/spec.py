@@ -20,6 +20,8 @@ Quantity = Literal[
     "steps_per_second_average",
     "batch_per_device",
     "grad_accum",
+    "optimizer_steps",  # optimizer steps so far, or planned (HF's max_steps; > 0 only)
+    "global_batch_tokens",  # tokens per optimizer step, whole job
     "gpus",
     "nodes",
     "gpus_per_node",

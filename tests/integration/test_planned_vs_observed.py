@@ -92,27 +92,32 @@ def test_an_hf_run_on_half_the_planned_processes_is_judged_at_what_ran(
     assert view["planned"]["gpus"] == 4 and view["observed"]["gpus"] == 2
 
 
-def test_the_planned_global_batch_reaches_the_refits_observations(
+def test_the_global_batch_the_run_took_reaches_the_refit_beside_the_planned_one(
     engine: Engine,
     mlflow_server: MlflowServer,
     mlflow_client: MlflowClient,
     experiment_id: str,
     capture_catalog: Catalog,
 ) -> None:
-    # The batch an estimate planned (--global-batch-tokens) is a covariate of the refit, as
-    # its parameters are: stored with the estimate, copied to its reconciliation, read back.
+    # The batch an estimate planned (--global-batch-tokens) is stored with it and copied to
+    # its reconciliation; the captured HF run ran on 2 processes, not the 4 planned, so it
+    # took 2 x 8 x 2 x 128 = 4,096 tokens a step (its tokens over its steps), and that is
+    # what the refit learns from.
     saved = planned_estimate(engine, capture_catalog, gpus=4, tokens=245_760, batch=8192.0)
     path = DATA / "planned_vs_observed_1.json"
     frameworks.replay_captured(mlflow_client, experiment_id, path, configuration_tags(saved))
 
     [item] = reconcile(engine, mlflow_server, experiment_id, capture_catalog).reconciled
 
-    assert item.global_batch_tokens == 8192.0
+    assert (item.global_batch_tokens, item.observed_global_batch_tokens) == (8192.0, 4096.0)
     with SqlUnitOfWork(engine) as uow:
         [stored] = uow.reconciliations.history()
         data, _ = ObservationRepository(uow.session).read()
-    assert stored.global_batch_tokens == 8192.0
-    assert data.batch_tokens.tolist() == [8192.0]
+    assert stored == item
+    assert data.batch_tokens.tolist() == [4096.0]
+    view = json_views.reconciliation_view(stored)["configuration"]
+    assert view["planned"]["global_batch_tokens"] == 8192.0
+    assert view["observed"]["global_batch_tokens"] == 4096.0
 
 
 def test_a_composer_run_on_one_process_of_two_planned_is_judged_at_one(

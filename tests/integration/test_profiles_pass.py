@@ -79,6 +79,30 @@ def test_a_linked_composer_run_reconciles_both_factors_through_its_profile(
     assert other not in {run_id for run_id, _ in reads}
 
 
+def test_the_tokens_per_step_a_run_logged_reach_the_refit_before_the_plans(
+    engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
+) -> None:
+    truth = Truth(gpus=8, recompute=4 / 3)
+    planned = an_estimate(
+        params=truth.params, tokens=truth.tokens, gpu="h100-sxm", gpus=8,
+        global_batch_tokens=1_000_000,  # the plan said 1M tokens a step
+    )  # fmt: skip
+    saved = registry.save(SqlUnitOfWork(engine), planned, now=datetime.now(UTC))
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    run_id = frameworks.composer_run(mlflow_client, experiment_id, truth, start, batches=200)
+    mlflow_client.set_tag(run_id, ESTIMATE_TAG, saved.id)
+
+    outcome = reconcile(engine, mlflow_server, experiment_id)
+    with SqlUnitOfWork(engine) as uow:
+        data, _ = uow.observations.read()
+
+    [result] = outcome.reconciled
+    ran = truth.tokens / 200  # Composer's time/token over time/batch
+    assert result.global_batch_tokens == 1_000_000
+    assert result.observed_global_batch_tokens == pytest.approx(ran)
+    assert data.batch_tokens.tolist() == pytest.approx([ran])
+
+
 def test_a_short_lightning_run_without_rates_reconciles_combined_and_says_why(
     engine: Engine, mlflow_server: MlflowServer, mlflow_client: MlflowClient, experiment_id: str
 ) -> None:

@@ -222,6 +222,27 @@ def test_mapping_file_profiles_detect_first_and_convert_scopes(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
+    ("extra", "value"),
+    [('"acme/step" = { quantity = "optimizer_steps" }', 2_000.0),
+     ('"acme/batch" = { quantity = "global_batch_tokens" }', 1_234.0)],
+)  # fmt: skip
+def test_a_mapping_file_gives_tokens_per_step_by_steps_or_directly(
+    tmp_path: Path, extra: str, value: float
+) -> None:
+    path = tmp_path / "profiles.toml"
+    path.write_text(MAPPING.replace("[profile.params]", f"{extra}\n\n[profile.params]"))
+
+    derived, _ = observe(
+        {"acme/tok_s": 1_000.0, "acme/tokens": 8e6, "acme/step": 4_000.0, "acme/batch": 1_234.0},
+        params={"world": "4"},
+        history={"acme/tok_s": [(step, 1_000.0) for step in range(20)]},
+        profiles=load_profile_set(path),
+    )
+
+    assert derived.global_batch_tokens == pytest.approx(value)  # 8e6 tokens / 4,000 steps
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("[[profile]]\nname='x'\n[profile.metrics]\nm={quantity='speed'}", "quantity 'speed'"),
@@ -339,3 +360,57 @@ def test_what_a_run_says_itself_wins_over_a_default(tmp_path: Path) -> None:
     )
 
     assert (tagged.gpus, tagged.precision) == (16, "bf16")
+
+
+@pytest.mark.parametrize(
+    ("name", "tokens_per_step"),
+    [
+        ("hf_1", 8 * 2 * 128),  # per-device batch x accumulation x sequence, one device
+        ("hf_ddp_1", 8 * 2 * 128 * 2),  # two ranks
+        ("composer_1", 512),  # the capture's own tokens_per_step_job
+        ("composer_2", 1024),
+        ("composer_ddp_1", 2048),
+    ],
+)
+def test_captured_runs_give_their_tokens_per_optimizer_step(
+    name: str, tokens_per_step: int
+) -> None:
+    notes = captured(name)["capture_notes"]
+
+    derived = replay(name)
+
+    assert notes.get("tokens_per_step_job", tokens_per_step) == tokens_per_step
+    assert derived.global_batch_tokens == pytest.approx(tokens_per_step)
+
+
+def test_lightning_counts_micro_batches_so_it_gives_no_tokens_per_step() -> None:
+    # train/batches are micro-batches on this rank: with accumulation they are not steps.
+    assert replay("lightning_4").global_batch_tokens is None
+
+
+def test_hf_steps_come_from_its_rates_and_its_step_budget_only_when_the_rates_are_coarse() -> None:
+    metrics = {"train_runtime": 40_000.0, "train_samples_per_second": 0.256,
+               "train_steps_per_second": 0.004, "total_flos": 6 * 1e9 * 2.56e8,
+               "num_input_tokens_seen": 2.56e8}  # fmt: skip
+    coarse, _ = observe(metrics, params={"max_steps": "160"})
+    unknown, _ = observe(metrics, params={"max_steps": "-1"})
+    precise, _ = observe({**metrics, "train_steps_per_second": 2.0}, params={"max_steps": "160"})
+
+    assert coarse.global_batch_tokens == pytest.approx(2.56e8 / 160)
+    assert unknown.global_batch_tokens is None  # 0.004 steps/s x 40,000 s is 160 +- 2
+    assert precise.global_batch_tokens == pytest.approx(2.56e8 / 80_000)  # what it ran
+
+
+def test_nemo_tokens_per_step_are_tokens_over_the_last_logged_step() -> None:
+    steps = [(step, 2.0) for step in range(10, 1010, 10)]
+    derived, _ = observe(
+        {"train_step_timing in s": 2.0, "tokens_per_sec_per_gpu": 4096.0},
+        params={"trainer/devices": "8", "trainer/num_nodes": "2"},
+        history={
+            "train_step_timing in s": steps,
+            "tokens_per_sec_per_gpu": [(step, 4096.0) for step, _ in steps],
+        },
+    )
+
+    # 16 GPUs x 4,096 tokens/s x 2 s per step
+    assert derived.global_batch_tokens == pytest.approx(16 * 4096 * 2.0)

@@ -143,7 +143,10 @@ def observation_query(
         sql_cast(func.coalesce(RECON_COLUMNS.observed_gpus, RECON_COLUMNS.planned_gpus, 0), Double),
         func.coalesce(RECON_COLUMNS.params, 0.0),
         func.coalesce(RECON_COLUMNS.observed_tokens, RECON_COLUMNS.planned_tokens, 0.0),
-        func.coalesce(RECON_COLUMNS.global_batch_tokens, 0.0),
+        # What the run's profile derived, else the plan's; 0 when neither is known.
+        func.coalesce(
+            RECON_COLUMNS.observed_global_batch_tokens, RECON_COLUMNS.global_batch_tokens, 0.0
+        ),
         sql_cast(RECON_COLUMNS.failed_segments, Double),
     ).where(*observation_conditions(dialect, since, scan=True))
 

@@ -37,6 +37,7 @@ from service.domain.values import fields_of
 _RUN_FIELDS = (
     "experiment_id", "status", "started_at", "ended_at", "estimate_tag", "throughput",
     "profile", "compute_seconds", "observed_gpus", "observed_tokens", "observed_precision",
+    "observed_global_batch_tokens",
 )  # fmt: skip
 # Links the pass looks up by id each time until reconciled: made by hand, or by an import.
 _BY_ID_LINK_SOURCES = ("manual", "import")
@@ -56,6 +57,7 @@ def _run_values(run: ObservedRun) -> dict[str, object]:
         "observed_gpus": run.gpus,
         "observed_tokens": run.tokens,
         "observed_precision": run.precision,
+        "observed_global_batch_tokens": run.global_batch_tokens,
     }
 
 
@@ -73,6 +75,7 @@ def _observed(row: MlflowRunRow | StagedRunRow | Any) -> ObservedRun:
         gpus=row.observed_gpus,
         tokens=row.observed_tokens,
         precision=row.observed_precision,
+        global_batch_tokens=row.observed_global_batch_tokens,
     )
 
 
@@ -381,4 +384,5 @@ def _reconciliation(row: ReconciliationRow | Any) -> Reconciliation:
         observed_gpus=row.observed_gpus,
         observed_tokens=row.observed_tokens,
         observed_precision=row.observed_precision,
+        observed_global_batch_tokens=row.observed_global_batch_tokens,
     )

@@ -125,6 +125,7 @@ class MlflowRunRow(Base):
     observed_gpus: Mapped[int | None] = mapped_column(Integer)
     observed_tokens: Mapped[float | None] = mapped_column(Double)
     observed_precision: Mapped[str | None] = mapped_column(String(16))
+    observed_global_batch_tokens: Mapped[float | None] = mapped_column(Double)  # (0020)
     seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
     pass_id: Mapped[int | None] = mapped_column(Integer)  # the pass that wrote it (no FK: 0009)
 
@@ -165,6 +166,7 @@ class _ReconciliationColumns:
     observed_gpus: Mapped[int | None] = mapped_column(Integer)
     observed_tokens: Mapped[float | None] = mapped_column(Double)
     observed_precision: Mapped[str | None] = mapped_column(String(16))
+    observed_global_batch_tokens: Mapped[float | None] = mapped_column(Double)  # (0020)
 
 
 class ReconciliationRow(_ReconciliationColumns, Base):
@@ -348,6 +350,7 @@ class StagedRunRow(Base):
     observed_gpus: Mapped[int | None] = mapped_column(Integer)
     observed_tokens: Mapped[float | None] = mapped_column(Double)
     observed_precision: Mapped[str | None] = mapped_column(String(16))
+    observed_global_batch_tokens: Mapped[float | None] = mapped_column(Double)  # (0020)
     # The estimate the pass resolved the run to (its link, else its tag when the estimate
     # exists): the final transaction turns the new ones into tag links in one statement.
     owner: Mapped[str | None] = mapped_column(String(32))

@@ -301,6 +301,7 @@ class MlflowRunSource:
             gpus=observables.gpus,
             tokens=observables.tokens,
             precision=observables.precision,
+            global_batch_tokens=observables.global_batch_tokens,
         )
 
     def _listed(self, run: Any, estimate_id: str) -> ObservedRun:
