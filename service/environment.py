@@ -51,7 +51,7 @@ def install_log_redaction() -> None:
     def redacted(*args: object, **kwargs: object) -> logging.LogRecord:
         record = make(*args, **kwargs)
         try:
-            record.msg, record.args = redact(record.getMessage()), None
+            _redact_message(record)
         except Exception:  # a record whose arguments do not format is left to logging
             return record
         if record.exc_info and not record.exc_text:
@@ -60,3 +60,25 @@ def install_log_redaction() -> None:
 
     redacted.redacting = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(redacted)
+
+
+def _redact_message(record: logging.LogRecord) -> None:
+    """Leave a record with nothing to hide as it was logged: formatters that read its
+    arguments (uvicorn's access log unpacks them) keep working. Otherwise redact each
+    argument, keeping their shape, when that hides everything; else the whole message,
+    then without arguments."""
+    message = record.getMessage()
+    if redact(message) == message:
+        return
+    if isinstance(record.args, tuple):
+        record.args = tuple(_redacted_value(value) for value in record.args)
+        message = record.getMessage()
+        if redact(message) == message and redact(str(record.msg)) == str(record.msg):
+            return
+    record.msg, record.args = redact(message), None
+
+
+def _redacted_value(value: object) -> object:
+    text = str(value)
+    hidden = redact(text)
+    return value if hidden == text else hidden

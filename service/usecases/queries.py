@@ -20,6 +20,7 @@ from service.domain.records import (
 )
 from service.domain.spending import priced
 from service.ports import UnitOfWork
+from service.usecases.cached_probe import CachedValue
 from service.usecases.context import Context
 from service.usecases.results.loop import Jobs, Snapshot
 from service.usecases.results.reads import Accuracy, Spend
@@ -45,6 +46,15 @@ def recent_jobs(uow: UnitOfWork, schedule: str, timezone: str, limit: int = 20) 
 
 
 RECENT_FOR_MEDIAN = 200
+RUNNING_MAX_AGE_SECONDS = 60.0
+RUNNING_FIRST_WAIT_SECONDS = 2.0
+
+
+def _running_unread(error: Exception) -> None:
+    if isinstance(error, ReckonError):
+        log.info("/metrics without the running runs: %s", error)
+    else:
+        log.warning("/metrics without the running runs: %s: %s", type(error).__name__, error)
 
 
 def snapshot(uow: UnitOfWork) -> Snapshot:
@@ -84,6 +94,15 @@ class Queries:
 
     def __init__(self, context: Context) -> None:
         self._context = context
+        # /metrics' running series, loaded from MLflow in the background (a scrape never waits
+        # on a slow or down MLflow beyond the first RUNNING_FIRST_WAIT_SECONDS).
+        self._running: CachedValue[tuple[RunningProjection, ...] | None] = CachedValue(
+            lambda: tuple(self.running()),
+            None,
+            _running_unread,
+            max_age_seconds=RUNNING_MAX_AGE_SECONDS,
+            first_wait_seconds=RUNNING_FIRST_WAIT_SECONDS,
+        )
 
     def history(
         self, *, since: str | None = None, gpu: str | None = None, limit: int | None = None
@@ -152,12 +171,11 @@ class Queries:
         return recent_jobs(c.adapters.reader(), c.policy.schedule, c.policy.timezone, limit)
 
     def metrics(self) -> Snapshot:
-        """The stored numbers, and the linked runs RUNNING now forecast from MLflow at scrape
-        time (so a finished run's series goes with it); MLflow unreadable or not configured
-        leaves the running series out and logs why."""
+        """The stored numbers, and the linked runs RUNNING as last forecast from MLflow: read
+        in the background once the last read is RUNNING_MAX_AGE_SECONDS old (a finished
+        run's series goes with the next read); until a first read has finished a scrape
+        waits for it RUNNING_FIRST_WAIT_SECONDS at most, never more. MLflow unreadable or
+        not configured leaves the running series out and logs why."""
         snap = snapshot(self._context.adapters.reader())
-        try:
-            return dataclasses.replace(snap, running=tuple(self.running()))
-        except ReckonError as error:
-            log.info("/metrics without the running runs: %s", error)
-            return snap
+        running, _ = self._running.read()
+        return snap if running is None else dataclasses.replace(snap, running=running)

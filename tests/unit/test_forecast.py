@@ -5,6 +5,9 @@ outbox and written, the forecast job's own lock, and /metrics' running series.""
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +17,7 @@ from service.domain.forecast import Spread, eta, eta_tags, iso_utc, parse_deadli
 from service.domain.inputs import RawInputs
 from service.domain.records import ESTIMATE_TAG, ObservedRun
 from service.presenters.metrics import metrics_response
+from service.usecases import queries
 from tests.builders import SEED_ARGS, SEED_INPUTS
 from tests.fakes import FakeWorld, FixedClock, fake_app
 
@@ -192,6 +196,34 @@ def test_metrics_leave_the_running_series_out_when_mlflow_cannot_be_read() -> No
     body = metrics_response(world.app.queries.metrics())[0].decode()
 
     assert "reckon_running_" not in body and "reckon_reconciliations" in body
+
+
+def test_a_hung_mlflow_holds_no_scrape_and_its_runs_show_once_it_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(queries, "RUNNING_FIRST_WAIT_SECONDS", 0.2)
+    world, _ = world_with_a_running_run("30d")
+    answered = threading.Event()
+    listing = world.source.running_runs
+
+    def hung() -> Iterator[ObservedRun]:
+        answered.wait(30)  # MLflow accepts the connection and says nothing
+        return listing()
+
+    monkeypatch.setattr(world.source, "running_runs", hung)
+    begin = time.monotonic()
+    scrapes = [metrics_response(world.app.queries.metrics())[0].decode() for _ in range(3)]
+    waited = time.monotonic() - begin
+    answered.set()
+    deadline = time.monotonic() + 5
+    later = ""
+    while "reckon_running_at_risk" not in later and time.monotonic() < deadline:
+        later = metrics_response(world.app.queries.metrics())[0].decode()
+
+    assert waited < 2.0  # 0.2 s each at most until MLflow has answered once, not 30 s
+    assert all("reckon_running_" not in body and "reckon_reconciliations" in body
+               for body in scrapes)  # fmt: skip
+    assert "reckon_running_at_risk 1.0" in later
 
 
 def test_an_estimate_whose_run_is_untagged_in_mlflow_is_not_forecast() -> None:
