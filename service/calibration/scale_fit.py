@@ -17,7 +17,8 @@ from service.calibration.curves import continued_square
 from service.calibration.failure_fit import failure_term
 from service.calibration.model import FitParameters
 from service.calibration.observations import ObservationArrays
-from service.calibration.robust import FloatArray, IntArray, weighted_median_of
+from service.calibration.resamples import worse_share
+from service.calibration.robust import FloatArray, IntArray
 from service.calibration.scaling import (
     MAX_PARAMS_SLOPE,
     MAX_SLOPE,
@@ -35,6 +36,9 @@ from service.calibration.within import WithinFit, robust_within, within_group, w
 # Each curvature term and the line it bends.
 _CURVES = {"curvature": "params", "gpus_curvature": "gpus"}
 SAMPLE_ROWS = 10_000  # runs the scale terms are fitted on, at most (bench/bench_refit.py)
+# The transfer check fails only when the terms predict the newest runs worse than the levels
+# alone in this share of paired resamples (`_transfers`).
+TRANSFER_WORSE_CONFIDENCE = 0.9
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,14 +328,20 @@ def _transfers(
     ended_at: FloatArray,
     params: FitParameters,
 ) -> bool:
-    """Whether the model fitted on the older runs predicts the newer ones better than their
+    """Whether the model fitted on the older runs predicts the newer ones no worse than their
     segments' older levels alone: the planner's question (the next job, from the past ones)
     asked of the history itself. The newest third is held out; each of its runs is predicted
     from its segment's level among the older runs, with and without the older runs' terms;
-    the terms must lower the weighted median absolute error, and the older runs must
-    already show each shared term, one standard error from zero on the side the whole
-    history puts it (a slope of ±0.0005 on the older runs "lowered" MLPerf's error by
-    chance and put the LoRA benchmark's strong-scaling slope on GPT-3: rows 0.9 off).
+    the terms must not make the median absolute error worse beyond noise (in
+    TRANSFER_WORSE_CONFIDENCE of paired resamples of the held-out runs, the gate's rule for
+    a segment), and the older runs must already show each shared term, one standard error
+    from zero on the side the whole history puts it (a slope of ±0.0005 on the older runs
+    "lowered" MLPerf's error by chance and put the LoRA benchmark's strong-scaling slope on
+    GPT-3: rows 0.9 off). Asked to be strictly better, a growing organisation's refits
+    dropped every scale term whenever the newest third happened to favour the levels by a
+    point, and took them back the next night: its P50s jumped by 0.15 in log from one
+    refit to the next (1.49× the oracle; with the noise rule 1.43, every seed the same or
+    better, MLPerf and the published runs unchanged).
     The held-out runs must be at least a third of `min_slope_n` (6) that have a segment
     level among the older runs: with half (10), no history under about 30 runs could
     show a term, and a young organisation's early refits and backtests lost the model-size
@@ -371,4 +381,4 @@ def _transfers(
     level_without = np.bincount(groups[older], weights=w[older] * y[older], minlength=size) / safe
     error_with = np.abs(y[newer] - level_with[groups[newer]] - x[newer] @ beta)
     error_without = np.abs(y[newer] - level_without[groups[newer]])
-    return weighted_median_of(error_with, w[newer]) < weighted_median_of(error_without, w[newer])
+    return worse_share(error_with, error_without) < TRANSFER_WORSE_CONFIDENCE
