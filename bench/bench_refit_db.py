@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy.engine import make_url
 
 from bench.bench_refit import peak_rss_mb, synthetic_history
 from service.adapters.db import migrate
@@ -47,6 +48,7 @@ from service.calibration.observations import ObservationArrays
 from service.calibration.priors import default_prior
 from service.config import Settings
 from service.usecases import refit
+from tests.databases import empty_database
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 CHUNK = 20_000
@@ -170,12 +172,14 @@ def summary(seconds: list[float]) -> str:
 
 @contextmanager
 def database(url: str | None) -> Iterator[str]:
-    """The given URL, or a fresh SQLite file in a temp dir."""
-    if url is not None:
-        yield url
-        return
+    """A fresh SQLite file in a temp dir, or with a PostgreSQL URL a fresh schema in its
+    database, dropped afterwards (the database's own tables are never touched)."""
     with tempfile.TemporaryDirectory() as tmp:
-        yield f"sqlite:///{Path(tmp) / 'reckon.db'}"
+        if url is None:
+            yield f"sqlite:///{Path(tmp) / 'reckon.db'}"
+            return
+        with empty_database(make_url(url).get_backend_name(), Path(tmp), url) as fresh:
+            yield fresh
 
 
 def main() -> None:
@@ -184,7 +188,9 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=3 * 365, help="span of the history")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--database-url", default=None, help="an EMPTY database; default: a temp SQLite file"
+        "--database-url",
+        default=None,
+        help="PostgreSQL (a fresh schema, dropped afterwards); default: a temp SQLite file",
     )
     args = parser.parse_args()
     with database(args.database_url) as url:
