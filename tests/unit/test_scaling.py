@@ -392,3 +392,33 @@ def test_noise_keeps_no_size_slope_where_size_does_not_matter() -> None:
               for seed in range(20)]  # fmt: skip
 
     assert sum(1 for slope in slopes if slope != 0) <= 1  # the evidence test's rate
+
+
+def sizes_and_counts_together(seed: int, n: int = 40) -> list[Observation]:
+    """Bigger models on more GPUs (one size draw places both), utilization ∝ size^0.12
+    and nothing from the GPU count, 10% noise."""
+    rng = np.random.default_rng(seed)
+    found = []
+    for i in range(n):
+        size = float(rng.uniform(0.0, 1.0))
+        params = 1e9 * 30 ** (size + rng.normal(0.0, 0.08))
+        gpus = max(8.0, float(8 * 2 ** round(5 * size + rng.normal(0.0, 0.3))))
+        u = 0.4 * math.exp(0.12 * math.log(params / 7e9) + rng.normal(0.0, 0.10))
+        end = T0 + timedelta(days=2 * i)
+        found.append(
+            Observation(
+                "h100-sxm", "bf16", None, end, end - timedelta(days=1), u * 0.9, u, 0.1,
+                gpus=gpus, params=params, tokens=2e11,
+            )
+        )  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("seed", [4, 5, 15])
+def test_two_correlated_terms_lose_the_weaker_one_not_both(seed: int) -> None:
+    # Beside each other, the GPU and model-size terms each fall short of the evidence bar;
+    # dropping both at once left no term at all.
+    fitted = fit.fit(sizes_and_counts_together(seed), PRIOR)["h100-sxm/bf16"]
+
+    assert fitted.params_slope == pytest.approx(0.12, abs=0.05)
+    assert fitted.gpus_slope == 0.0
