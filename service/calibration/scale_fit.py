@@ -179,9 +179,13 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
         if curve in candidates[-1]:
             candidates.append([t for t in candidates[-1] if t != curve])
     for first in candidates:
-        found = _select(first, (log_g, log_n, log_b), y_all, segment, weights, data, params)
+        found, untransferred = _select(
+            first, (log_g, log_n, log_b), y_all, segment, weights, data, params
+        )
         if found is not None:
             return _scale_of(found, log_g, log_n, failures)
+        if not untransferred:  # no evidence: a set without a curvature has none either
+            break
     return Scale(failures) if failures.any else NO_SCALE
 
 
@@ -222,9 +226,9 @@ def _select(
     weights: FloatArray,
     data: ObservationArrays,
     params: FitParameters,
-) -> _Selected | None:
-    """Backward elimination from `terms` by evidence, then the transfer check; None when
-    nothing is left or what is left does not transfer."""
+) -> tuple[_Selected | None, bool]:
+    """Backward elimination from `terms` by evidence, then the transfer check: the terms
+    kept, else None and whether it was the transfer check that failed."""
 
     def fitted(design: _Design) -> WithinFit | None:
         rows = design.rows
@@ -236,31 +240,42 @@ def _select(
     while terms:  # each round returns or keeps strictly fewer terms
         shared = _design(terms, *covariates, segment, weights, data, params, deviations=False)
         if shared.rows.size < params.min_slope_n:
-            return None
-        full = _design(terms, *covariates, segment, weights, data, params, deviations=True)
-        shared_fit, full_fit = fitted(shared), fitted(full)
-        if shared_fit is None or full_fit is None:
-            return None
+            return None, False
+        shared_fit = fitted(shared)
+        if shared_fit is None:
+            return None, False
         # A bend in GPU count must hold beside each segment's own GPU slope: segments with
         # different slopes at different counts (a steep one at 8-256 GPUs, a flat one at
-        # 64-512) look like one curve to the shared fit alone.
+        # 64-512) look like one curve to the shared fit alone. That fit is made only when
+        # it is needed: for the bend's evidence, and for the transfer check.
+        full = full_fit = None
+        if "gpus_curvature" in terms:
+            full = _design(terms, *covariates, segment, weights, data, params, deviations=True)
+            if (full_fit := fitted(full)) is None:
+                return None, False
         scores = {
-            term: _support(term, k, full_fit if term == "gpus_curvature" else shared_fit, params)
+            term: _support(
+                term, k, full_fit or shared_fit if term == "gpus_curvature" else shared_fit, params
+            )
             for k, term in enumerate(terms)
         }
         weakest = min(terms, key=scores.__getitem__)
         if scores[weakest] >= 1.0:
+            if full is None or full_fit is None:
+                full = _design(terms, *covariates, segment, weights, data, params, deviations=True)
+                if (full_fit := fitted(full)) is None:
+                    return None, False
             if not all(
                 _transfers(design, whole, y_all, weights, segment, data.ended_at, params)
                 for design, whole in ((shared, shared_fit), (full, full_fit))
             ):
-                return None
-            return _Selected(shared, shared_fit, full, full_fit)
+                return None, True
+            return _Selected(shared, shared_fit, full, full_fit), False
         # One term at a time, the weakest first (a line takes its curve with it): correlated
         # terms each look weak beside the others, and dropping every one that does at once
         # left a growing organisation's refits with no term at all on one night in five.
         terms = [t for t in terms if t != weakest and _CURVES.get(t) != weakest]
-    return None
+    return None, False
 
 
 def _scale_of(selected: _Selected, log_g: FloatArray, log_n: FloatArray, failures: Slopes) -> Scale:
