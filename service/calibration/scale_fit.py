@@ -237,6 +237,10 @@ def _select(
             local_groups=design.deviating_codes,
         )  # fmt: skip
 
+    def deviating(kept: list[str]) -> tuple[_Design, WithinFit | None]:
+        design = _design(kept, *covariates, segment, weights, data, params, deviations=True)
+        return design, fitted(design)
+
     while terms:  # each round returns or keeps strictly fewer terms
         shared = _design(terms, *covariates, segment, weights, data, params, deviations=False)
         if shared.rows.size < params.min_slope_n:
@@ -248,23 +252,20 @@ def _select(
         # different slopes at different counts (a steep one at 8-256 GPUs, a flat one at
         # 64-512) look like one curve to the shared fit alone. That fit is made only when
         # it is needed: for the bend's evidence, and for the transfer check.
-        full = full_fit = None
-        if "gpus_curvature" in terms:
-            full = _design(terms, *covariates, segment, weights, data, params, deviations=True)
-            if (full_fit := fitted(full)) is None:
-                return None, False
+        full, full_fit = deviating(terms) if "gpus_curvature" in terms else (None, None)
+        if full is not None and full_fit is None:
+            return None, False
+        bend_fit = full_fit or shared_fit
         scores = {
-            term: _support(
-                term, k, full_fit or shared_fit if term == "gpus_curvature" else shared_fit, params
-            )
+            term: _support(term, k, bend_fit if term == "gpus_curvature" else shared_fit, params)
             for k, term in enumerate(terms)
         }
         weakest = min(terms, key=scores.__getitem__)
         if scores[weakest] >= 1.0:
-            if full is None or full_fit is None:
-                full = _design(terms, *covariates, segment, weights, data, params, deviations=True)
-                if (full_fit := fitted(full)) is None:
-                    return None, False
+            if full is None:
+                full, full_fit = deviating(terms)
+            if full_fit is None:
+                return None, False
             if not all(
                 _transfers(design, whole, y_all, weights, segment, data.ended_at, params)
                 for design, whole in ((shared, shared_fit), (full, full_fit))
