@@ -11,6 +11,7 @@ from service.calibration.robust import MAD_TO_SIGMA, FloatArray, IntArray
 LOOKBACK = 60
 MIN_BEFORE = 5
 CANDIDATE_AFTER = (3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32, 40, 50)
+_AFTER = np.array(CANDIDATE_AFTER)
 CLIP_FAST = 3.0
 CLIP_SLOW = 1.5
 MIN_SCALE = 0.02  # log space: a reference of near-identical runs must not make noise a shift
@@ -42,27 +43,30 @@ def shift_discount(
 
 
 def _change(series: FloatArray, threshold: float) -> int | None:
-    """Index in `series` of the first run after the strongest shift above `threshold`."""
-    best, found = threshold, None
-    for k in CANDIDATE_AFTER:
-        n_before = series.size - k
-        if n_before < MIN_BEFORE:
-            break
-        before, after = series[:n_before], series[n_before:]
-        center = _median(before)
-        scale = max(MAD_TO_SIGMA * _median(np.abs(before - center)), MIN_SCALE)
-        z = np.clip((after - center) / scale, -CLIP_SLOW, CLIP_FAST)
-        statistic = abs(float(z.mean())) * np.sqrt(k) / np.sqrt(1.0 + k / n_before)
-        if statistic > best:
-            best, found = statistic, n_before
-    return found
+    """Index in `series` of the first run after the strongest shift above `threshold`: every
+    candidate split at once, one row per split (the rows after the split masked)."""
+    after_counts = _AFTER[series.size - MIN_BEFORE >= _AFTER]
+    if after_counts.size == 0:
+        return None
+    n_before = series.size - after_counts
+    is_before = np.arange(series.size)[None, :] < n_before[:, None]
+    center = _row_medians(np.where(is_before, series, np.inf), n_before)
+    spread = np.where(is_before, np.abs(series - center[:, None]), np.inf)
+    scale = np.maximum(MAD_TO_SIGMA * _row_medians(spread, n_before), MIN_SCALE)
+    z = np.clip((series - center[:, None]) / scale[:, None], -CLIP_SLOW, CLIP_FAST)
+    mean_after = np.where(is_before, 0.0, z).sum(axis=1) / after_counts
+    statistic = np.abs(mean_after) * np.sqrt(after_counts) / np.sqrt(1.0 + after_counts / n_before)
+    if not (statistic > threshold).any():
+        return None
+    return int(n_before[int(np.argmax(statistic))])  # the first of equal strongest, as ever
 
 
-def _median(values: FloatArray) -> float:
-    """np.median's value (the mean of the two middle values for an even count) for the
-    short windows here, without its per-call overhead (a fit makes thousands of calls)."""
-    ordered = np.sort(values)
-    middle = ordered.size // 2
-    if ordered.size % 2:
-        return float(ordered[middle])
-    return float(0.5 * (ordered[middle - 1] + ordered[middle]))
+def _row_medians(masked: FloatArray, counts: IntArray) -> FloatArray:
+    """Per row, the median of its first `counts` values once sorted (the rest are +inf):
+    np.median's value (the mean of the two middle values for an even count)."""
+    ordered = np.sort(masked, axis=1)
+    rows = np.arange(counts.size)
+    low = ordered[rows, (counts - 1) // 2]
+    high = ordered[rows, counts // 2]
+    result: FloatArray = np.where(counts % 2 == 1, high, 0.5 * (low + high))
+    return result

@@ -195,7 +195,7 @@ class _Crossed:
 
 def _pool_crossed(
     crossed: _Crossed,
-    stats: tuple[GroupStats, GroupStats, GroupStats],
+    stats: Sequence[GroupStats],
     prior: Prior,
     params: FitParameters,
     quantity: int,
@@ -269,11 +269,12 @@ def _parents(child_groups: IntArray, parent_groups: IntArray) -> IntArray:
 
 def _level_stats(
     grouping: _Grouping,
-    columns: tuple[_Column, _Column, _Column],
+    columns: tuple[_Column, ...],
     n_rows: int,
     params: FitParameters,
-) -> tuple[GroupStats, GroupStats, GroupStats]:
-    """One level's robust statistics per group, for each quantity (stragglers left out)."""
+) -> tuple[GroupStats, ...]:
+    """One level's robust statistics per group, for each of `columns` (stragglers left
+    out)."""
     n_groups = len(grouping.keys)
     everyone = grouping.rows.size == n_rows
     code_type = np.int16 if n_groups < 2**15 else np.intp
@@ -293,7 +294,7 @@ def _level_stats(
             groups = groups[taking_part]
         return clean_stats(values, column_weights, groups, n_groups, params)
 
-    return one(columns[0]), one(columns[1]), one(columns[2])
+    return tuple(one(column) for column in columns)
 
 
 def _pool(
@@ -307,10 +308,11 @@ def _pool(
     """Fit one level's groups and pool each with its parent group's posterior; None when
     the groups' log e does not differ from their parents' own (`reference`) beyond noise
     (`differ`): the level then adds nothing but the noise of fitting each group on part of
-    the runs."""
-    stats = _level_stats(grouping, columns, n_rows, params)
-    if not differ(stats[0], grouping.parent, reference, params):
+    the runs (and its u and 1 − f are not fitted at all)."""
+    (e_stats,) = _level_stats(grouping, columns[:1], n_rows, params)
+    if not differ(e_stats, grouping.parent, reference, params):
         return None
+    stats = (e_stats, *_level_stats(grouping, columns[1:], n_rows, params))
     e, u, keep = (
         empirical_bayes(s, p.at(grouping.parent), params)
         for s, p in zip(stats, (parent.e, parent.u, parent.keep), strict=True)

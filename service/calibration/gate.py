@@ -270,17 +270,16 @@ def _calibrated_inside(detail: TargetErrors) -> BoolArray:
 
 def target_keys(targets: ObservationArrays) -> list[tuple[str, ...]]:
     """Per target, the keys it belongs to below "*": gpu, "*/precision",
-    gpu/precision[, /recompute]."""
-    result: list[tuple[str, ...]] = []
-    for row in range(len(targets)):
-        gpu = targets.gpu_names[int(targets.gpu[row])]
-        precision = targets.precision_names[int(targets.precision[row])]
-        recompute = targets.recompute_names[int(targets.recompute[row])]
+    gpu/precision[, /recompute] (made once per gpu/precision/recompute combination)."""
+    combinations, which = np.unique(targets.combination(), return_inverse=True)
+    keys_of_combination: list[tuple[str, ...]] = []
+    for combination in combinations.tolist():
+        gpu, precision, recompute = targets.names_of(combination)
         keys: tuple[str, ...] = (gpu, precision_key(precision), f"{gpu}/{precision}")
         if recompute is not None:
             keys = (*keys, f"{gpu}/{precision}/{recompute}")
-        result.append(keys)
-    return result
+        keys_of_combination.append(keys)
+    return [keys_of_combination[i] for i in which.tolist()]
 
 
 @dataclass(frozen=True)
@@ -328,13 +327,16 @@ def evidence_against(
 ) -> list[dict[str, Evidence]]:
     """`segment_evidence` against each of `baselines` (log ratios on the same targets), in
     one pass: each key's targets are found once and its paired resamples drawn once."""
+    rows_of_pair: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
+    for row, pair in enumerate(zip(keys_of, entries, strict=True)):
+        rows_of_pair[pair].append(row)  # a few distinct (keys, entry) pairs however many rows
     members: dict[str, list[int]] = defaultdict(list)
     own: dict[str, list[int]] = defaultdict(list)
-    for row, target_keys in enumerate(keys_of):
+    for (target_keys, entry), pair_rows in rows_of_pair.items():
         for key in target_keys:
-            members[key].append(row)
-            if entries[row] == key or entries[row].startswith(key + "/"):
-                own[key].append(row)
+            members[key].extend(pair_rows)
+            if entry == key or entry.startswith(key + "/"):
+                own[key].extend(pair_rows)
     errors_all = np.abs(np.expm1(log_ratio))
     baseline_errors = [np.abs(np.expm1(baseline)) for baseline in baselines]
     result: list[dict[str, Evidence]] = [{} for _ in baselines]
@@ -348,7 +350,7 @@ def evidence_against(
             for found in result:
                 found[key] = Evidence("too few", len(rows), None, None, None)
             continue
-        index: IntArray = np.array(rows, dtype=np.intp)
+        index: IntArray = np.sort(np.array(rows, dtype=np.intp))  # in target order
         errors = errors_all[index]
         calibrated = float(np.median(errors))
         resampled: Resamples | None = None

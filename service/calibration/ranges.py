@@ -4,13 +4,14 @@ service.calibration.scaling attaches the ranges to the entries it fits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from service.calibration.model import SegmentFactors
 from service.calibration.observations import ObservationArrays
-from service.calibration.robust import IntArray
+from service.calibration.robust import BoolArray, FloatArray, IntArray
 from service.domain.units import format_count
 
 
@@ -35,15 +36,57 @@ def rows_of(
     return np.flatnonzero((data.gpu == gpu) & (data.precision == precision))
 
 
-def covariate_range(
-    data: ObservationArrays, name: str, rows: IntArray | None
-) -> tuple[float | None, float | None]:
-    """The smallest and largest known value of one covariate over the rows."""
-    if rows is None:
-        return None, None
-    values = getattr(data, name)[rows]
-    known = values[np.isfinite(values)]
-    return (float(known.min()), float(known.max())) if known.size else (None, None)
+COVARIATES = ("gpus", "params", "tokens")
+Ranges = tuple[tuple[float | None, float | None], ...]  # (low, high) per covariate
+
+
+def covariate_ranges(data: ObservationArrays, keys: Iterable[str]) -> dict[str, Ranges]:
+    """Per key, the smallest and largest known value of each of `COVARIATES` over the rows
+    `rows_of` gives it: every gpu/precision segment's once (one grouped reduction per
+    covariate), each broader key's from the segments it covers."""
+    n_precisions = len(data.precision_names)
+    n_segments = len(data.gpu_names) * n_precisions
+    segment = data.gpu.astype(np.intp) * n_precisions + data.precision
+    lows = np.full((len(COVARIATES), n_segments), np.inf)
+    highs = np.full((len(COVARIATES), n_segments), -np.inf)
+    for i, name in enumerate(COVARIATES):
+        values = getattr(data, name)
+        known = np.isfinite(values)
+        np.minimum.at(lows[i], segment[known], values[known])
+        np.maximum.at(highs[i], segment[known], values[known])
+    by_gpu = np.arange(n_segments) // max(n_precisions, 1)
+    by_precision = np.arange(n_segments) % max(n_precisions, 1)
+    gpu_of = {name: i for i, name in enumerate(data.gpu_names)}
+    precision_of = {name: i for i, name in enumerate(data.precision_names)}
+    result: dict[str, Ranges] = {}
+    for key in keys:
+        covered = _segments_of(key, gpu_of, precision_of, by_gpu, by_precision)
+        result[key] = tuple(
+            _span(lows[i][covered], highs[i][covered]) for i in range(len(COVARIATES))
+        )
+    return result
+
+
+def _segments_of(
+    key: str,
+    gpu_of: Mapping[str, int],
+    precision_of: Mapping[str, int],
+    by_gpu: IntArray,
+    by_precision: IntArray,
+) -> BoolArray:
+    """Which gpu/precision segments a key's rows (`rows_of`) lie in."""
+    parts = key.split("/")
+    covered: BoolArray = np.ones(by_gpu.size, dtype=bool)
+    if parts[0] != "*":
+        covered &= by_gpu == gpu_of.get(parts[0], -1)
+    if len(parts) > 1:
+        covered &= by_precision == precision_of.get(parts[1], -1)
+    return covered
+
+
+def _span(lows: FloatArray, highs: FloatArray) -> tuple[float | None, float | None]:
+    low, high = float(lows.min(initial=np.inf)), float(highs.max(initial=-np.inf))
+    return (low, high) if math.isfinite(low) else (None, None)
 
 
 def extrapolation(

@@ -35,6 +35,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -265,8 +266,12 @@ def entry_slopes(entry: SegmentFactors) -> Slopes:
 
 
 def with_slopes(entry: SegmentFactors, slopes: Slopes) -> SegmentFactors:
-    values = {stored: getattr(slopes, name) for name, stored in _STORED_AS.items()}
-    return dataclasses.replace(entry, **values)
+    return dataclasses.replace(entry, **_stored(slopes))
+
+
+def _stored(slopes: Slopes) -> dict[str, Any]:
+    """The slopes under the names a factor entry stores them as."""
+    return {stored: getattr(slopes, name) for name, stored in _STORED_AS.items()}
 
 
 def attach(
@@ -275,16 +280,13 @@ def attach(
     """Every entry with its scale terms (`Scale.for_key`) and the ranges of the runs it
     covers (a gpu/precision[/recompute] entry its segment's, a GPU's its GPU's, "*"
     everyone's)."""
-    gpu_of = {name: i for i, name in enumerate(data.gpu_names)}
-    precision_of = {name: i for i, name in enumerate(data.precision_names)}
+    spans = ranges.covariate_ranges(data, factors)
     result: dict[str, SegmentFactors] = {}
     for key, entry in factors.items():
-        rows = ranges.rows_of(key, data, gpu_of, precision_of)
-        (gpus_min, gpus_max), (params_min, params_max), (tokens_min, tokens_max) = (
-            ranges.covariate_range(data, name, rows) for name in ("gpus", "params", "tokens")
-        )
+        (gpus_min, gpus_max), (params_min, params_max), (tokens_min, tokens_max) = spans[key]
         result[key] = dataclasses.replace(
-            with_slopes(entry, scale.for_key(key)),
+            entry,
+            **_stored(scale.for_key(key)),
             gpus_min=gpus_min,
             gpus_max=gpus_max,
             params_min=params_min,
