@@ -13,7 +13,9 @@ cases: "typical", the active set was made a day ago, after the new runs started 
 are no backtest targets: the gate has nothing to score); "worst", it was made 4 days ago,
 before they started, so all of them are backtest targets. `--database-url` takes a
 PostgreSQL URL whose database gets one fresh schema per pass (dropped afterwards); the
-default is a fresh SQLite file per pass. Each case runs `--repeat` times, interleaved.
+default is a fresh SQLite file per pass. Each case runs `--repeat` times, interleaved, and
+each pass in a fresh process (as a nightly `reckon reconcile` runs: nothing cached from an
+earlier pass), which reports the pass's own time.
 `--profile DIR` writes each pass's cProfile stats to DIR/<case>-<round>.prof (its times
 are then the profiled ones, slower: read the shares, not the ratio).
 """
@@ -22,9 +24,12 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -80,9 +85,10 @@ def prepare(url: str, case: str, history: int, made: list[SavedEstimate], now: d
     engine.dispose()
 
 
-def one_pass(
-    url: str, uri: str, experiment_id: str, profile: Path | None = None
-) -> tuple[float, float, int, int | None]:
+PassTimes = tuple[float, float, int, int | None]
+
+
+def one_pass(url: str, uri: str, experiment_id: str, profile: Path | None = None) -> PassTimes:
     """Seconds for the pass, of which the refit; reconciled runs; the active set after.
     With `profile`, the pass runs under cProfile and its stats go to that file."""
     app = build(
@@ -124,6 +130,16 @@ def one_pass(
     return elapsed, sum(refit_seconds), len(outcome.reconciled), outcome.factor_set
 
 
+def measure(url: str, uri: str, experiment_id: str, profile: Path | None) -> PassTimes:
+    """`one_pass` in a fresh process."""
+    command = [sys.executable, "-m", "bench.bench_pass_scale", "--measure", url, uri, experiment_id]
+    if profile is not None:
+        command += ["--profile", str(profile)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    elapsed, refit, reconciled, factor_set = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(elapsed), float(refit), int(reconciled), factor_set
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--history", type=int, default=50_000)
@@ -133,11 +149,16 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, default=None, help="a directory for each pass's cProfile stats"
     )
+    parser.add_argument("--measure", nargs=3, metavar=("URL", "URI", "EXPERIMENT"))
     args = parser.parse_args()
+    if args.measure is not None:  # the child of `measure`
+        url, uri, experiment_id = args.measure
+        print(json.dumps(one_pass(url, uri, experiment_id, args.profile)))
+        return
     for name, value in CLIENT_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     now = datetime.now(UTC)
-    results: dict[str, list[tuple[float, float, int, int | None]]] = {c: [] for c in CASES}
+    results: dict[str, list[PassTimes]] = {c: [] for c in CASES}
     with tempfile.TemporaryDirectory() as tmp, MlflowServer(Path(tmp) / "mlflow") as server:
         started = time.perf_counter()
         experiment_id, made = new_runs(server.uri, args.new, now)
@@ -151,11 +172,12 @@ def main() -> None:
                     stats = args.profile / f"{case}-{round_}.prof"
                 with empty_database(dialect, Path(tmp), args.database_url) as url:
                     prepare(url, case, args.history, made, now)
-                    results[case].append(one_pass(url, server.uri, experiment_id, stats))
+                    results[case].append(measure(url, server.uri, experiment_id, stats))
     print(
         f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
         f"{datetime.now(UTC):%Y-%m-%d}, database "
-        f"{'sqlite' if args.database_url is None else 'postgresql'}"
+        f"{'sqlite' if args.database_url is None else 'postgresql'}, load average "
+        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}, each pass in a fresh process"
     )
     alone = statistics.median(r[0] for r in results["alone"])
     for case in CASES:

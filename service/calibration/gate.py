@@ -326,7 +326,8 @@ def evidence_against(
     baselines: Sequence[FloatArray],
 ) -> list[dict[str, Evidence]]:
     """`segment_evidence` against each of `baselines` (log ratios on the same targets), in
-    one pass: each key's targets are found once and its paired resamples drawn once."""
+    one pass: each key's targets are found once, and its paired resamples are the backtest's
+    (all its targets' resamples, restricted to the key's: one draw for every key)."""
     rows_of_pair: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
     for row, pair in enumerate(zip(keys_of, entries, strict=True)):
         rows_of_pair[pair].append(row)  # a few distinct (keys, entry) pairs however many rows
@@ -359,7 +360,7 @@ def evidence_against(
             uncalibrated = float(np.median(baseline))
             share = 0.0
             if calibrated > uncalibrated * (1 + TIE):
-                resampled = resampled or Resamples(errors)
+                resampled = resampled or Resamples(errors, among=(index, errors_all.size))
                 share = resampled.worse_share(baseline)
             worse = share >= WORSE_CONFIDENCE
             found[key] = Evidence(basis, len(rows), calibrated, uncalibrated, worse, share)

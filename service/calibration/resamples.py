@@ -7,11 +7,12 @@ import functools
 
 import numpy as np
 
-from service.calibration.robust import CodeArray, FloatArray
+from service.calibration.robust import CodeArray, FloatArray, IntArray
 
 BOOTSTRAP_RESAMPLES = 400
 _BOOTSTRAP_SEED = 20261201
 TIE = 1e-9  # relative: medians this close are equal
+_BLOCK = 64  # targets summed per block when a resample's median is searched for
 
 
 def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
@@ -28,8 +29,8 @@ def _counts(n: int) -> CodeArray:
     exceed n: the narrowest integer that holds n (the running sums over every resample are
     most of the gate's cost at 2,000 targets)."""
     draws = np.random.default_rng(_BOOTSTRAP_SEED).integers(0, n, (BOOTSTRAP_RESAMPLES, n))
-    offsets = (np.arange(BOOTSTRAP_RESAMPLES) * n)[:, None]
-    counts = np.bincount((draws + offsets).ravel(), minlength=BOOTSTRAP_RESAMPLES * n)
+    draws += (np.arange(BOOTSTRAP_RESAMPLES) * n)[:, None]
+    counts = np.bincount(draws.ravel(), minlength=BOOTSTRAP_RESAMPLES * n)
     narrow = n <= np.iinfo(np.int16).max
     result: CodeArray = counts.astype(np.int16 if narrow else np.int64)
     result = result.reshape(BOOTSTRAP_RESAMPLES, n)
@@ -41,24 +42,64 @@ class Resamples:
     """BOOTSTRAP_RESAMPLES seeded paired resamples of n targets, held as how often each
     target is drawn (a resample's median is read off those counts in each side's sorted
     order: the same medians as indexing the draws, without sorting every resample), with
-    calibrated's medians computed once for every baseline they are compared with."""
+    calibrated's medians computed once for every baseline they are compared with.
 
-    def __init__(self, errors: FloatArray) -> None:
-        self._counts = _counts(errors.size)
-        self._dtype = self._counts.dtype
+    `among` reads a subset of a bigger target set (a key's targets among the backtest's)
+    off that set's resamples: how many of the subset a resample draws then varies, as it
+    would when the whole set is drawn again, and one set of draws serves every subset (a
+    resample that draws none of the subset is left out of its share)."""
+
+    def __init__(self, errors: FloatArray, among: tuple[IntArray, int] | None = None) -> None:
+        if among is None:
+            self._counts = _counts(errors.size)
+            drawn = np.full(BOOTSTRAP_RESAMPLES, errors.size)
+        else:
+            rows, size = among
+            self._counts = _counts(size)[:, rows]
+            drawn = self._counts.sum(axis=1, dtype=np.int64)
+        # A resample's median: the mean of its two middle order statistics (one for odd n).
+        self._marks = ((drawn + 1) // 2, drawn // 2 + 1)
+        self._used = drawn > 0
         self._medians = self.medians(errors)
 
     def medians(self, values: FloatArray) -> FloatArray:
-        """Each resample's median of `values` (one per target): the mean of its two middle
-        order statistics (the same one for odd n)."""
-        n = values.size
+        """Each resample's median of `values` (one per target)."""
         order = np.argsort(values, kind="stable")
-        reached = np.cumsum(self._counts[:, order], axis=1, dtype=self._dtype)
-        low = np.argmax(reached >= (n + 1) // 2, axis=1)
-        high = np.argmax(reached >= n // 2 + 1, axis=1)
-        result: FloatArray = 0.5 * (values[order][low] + values[order][high])
+        in_order = self._counts[:, order]
+        ranked = values[order]
+        low, high = _reached(in_order, self._marks)
+        result: FloatArray = 0.5 * (ranked[low] + ranked[high])
         return result
 
     def worse_share(self, baseline: FloatArray) -> float:
         worse = self._medians > self.medians(baseline) * (1 + TIE)
-        return float(np.mean(worse))
+        used = worse[self._used]
+        return float(np.mean(used)) if used.size else 0.0
+
+
+def _reached(counts: CodeArray, marks: tuple[IntArray, IntArray]) -> tuple[IntArray, ...]:
+    """Per resample (row), for each of `marks`: the first column at which the running count
+    reaches the mark. Blocks of _BLOCK columns are summed first, so only the block that
+    holds the answer is summed column by column (the same answer as a running sum over
+    every column)."""
+    resamples, n = counts.shape
+    if n <= 2 * _BLOCK:
+        running = np.cumsum(counts, axis=1, dtype=np.int32)
+        return tuple(np.argmax(running >= mark[:, None], axis=1) for mark in marks)
+    rows = np.arange(resamples)[:, None]
+    n_blocks = n // _BLOCK
+    blocks = counts[:, : n_blocks * _BLOCK].reshape(resamples, n_blocks, _BLOCK)
+    block_running = np.cumsum(blocks.sum(axis=2, dtype=np.int32), axis=1)
+    width = np.arange(_BLOCK + n % _BLOCK)  # the last block takes the remainder
+    found = []
+    for mark in marks:
+        # Blocks whose end falls short of the mark (n_blocks: the answer is in the rest).
+        block = np.count_nonzero(block_running < mark[:, None], axis=1)
+        before = np.take_along_axis(block_running, np.maximum(block - 1, 0)[:, None], axis=1)
+        before[block == 0] = 0
+        start = block * _BLOCK
+        columns = np.minimum(start[:, None] + width, n - 1)
+        running = before + np.cumsum(counts[rows, columns], axis=1, dtype=np.int32)
+        # Only a resample that drew nothing never reaches its mark: any column serves it.
+        found.append(np.minimum(start + np.argmax(running >= mark[:, None], axis=1), n - 1))
+    return tuple(found)

@@ -354,9 +354,11 @@ class ObservationRepository:
                 with_ids=False,
                 row_ids=True,
             )
-            kept = data.take(np.flatnonzero(~np.isin(ahead.row_ids, touched)))
+            stale = np.isin(ahead.row_ids, touched)
+            kept = data.take(np.flatnonzero(~stale)) if stale.any() else data
             data = concatenate(kept, fresh)
-            data = data.take(np.argsort(data.ended_at, kind="stable"))
+            if np.any(data.ended_at[1:] < data.ended_at[:-1]):  # else already in order
+                data = data.take(np.argsort(data.ended_at, kind="stable"))
         if since is not None and (ahead.since is None or since > ahead.since):
             data = data.take(np.flatnonzero(data.ended_at >= since.timestamp()))
         return data

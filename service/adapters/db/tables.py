@@ -177,7 +177,8 @@ class ReconciliationRow(_ReconciliationColumns, Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     estimate_id: Mapped[str] = mapped_column(ForeignKey("estimate.id"), unique=True)
     ended_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
-    pass_id: Mapped[int | None] = mapped_column(Integer)  # the pass that wrote it (no FK: 0009)
+    # The pass that wrote it (no FK: 0009); indexed for the refit's read of a pass's rows.
+    pass_id: Mapped[int | None] = mapped_column(Integer, index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
