@@ -135,7 +135,9 @@ def measure(url: str, uri: str, experiment_id: str, profile: Path | None) -> Pas
     command = [sys.executable, "-m", "bench.bench_pass_scale", "--measure", url, uri, experiment_id]
     if profile is not None:
         command += ["--profile", str(profile)]
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"a pass failed (exit {done.returncode}):\n{done.stderr}")
     elapsed, refit, reconciled, factor_set = json.loads(done.stdout.strip().splitlines()[-1])
     return float(elapsed), float(refit), int(reconciled), factor_set
 

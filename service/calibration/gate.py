@@ -326,8 +326,9 @@ def evidence_against(
     baselines: Sequence[FloatArray],
 ) -> list[dict[str, Evidence]]:
     """`segment_evidence` against each of `baselines` (log ratios on the same targets), in
-    one pass: each key's targets are found once, and its paired resamples are the backtest's
-    (all its targets' resamples, restricted to the key's: one draw for every key)."""
+    one pass: each key's targets are found once, and its paired resamples are the
+    backtest's (the resamples of all the backtest's targets, restricted to the key's: one
+    draw for every key)."""
     rows_of_pair: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
     for row, pair in enumerate(zip(keys_of, entries, strict=True)):
         rows_of_pair[pair].append(row)  # a few distinct (keys, entry) pairs however many rows

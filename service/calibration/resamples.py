@@ -1,5 +1,7 @@
 """Paired bootstrap of two sets of errors on the same targets (service.calibration.gate): in
-what share of resamples is the first median the larger? Pure and seeded."""
+what share of resamples is the first median the larger? A subset of a bigger target set (a
+key's targets among the backtest's) is read off that set's resamples, and only resamples
+that drew some of the subset count. Pure and seeded."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ BOOTSTRAP_RESAMPLES = 400
 _BOOTSTRAP_SEED = 20261201
 TIE = 1e-9  # relative: medians this close are equal
 _BLOCK = 64  # targets summed per block when a resample's median is searched for
+_SUM_ALL_UP_TO = 10 * _BLOCK  # targets: up to this, one running sum is cheaper than blocks
 
 
 def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
@@ -25,9 +28,8 @@ def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
 @functools.lru_cache(maxsize=16)
 def _counts(n: int) -> CodeArray:
     """How often each of n targets is drawn in each resample (seeded: the same for every
-    n-target comparison, so made once per n; read only). A count and a running count never
-    exceed n: the narrowest integer that holds n (the running sums over every resample are
-    most of the gate's cost at 2,000 targets)."""
+    n-target comparison, so made once per n; read only). A count never exceeds n: int16
+    where that holds n (a fifth of int64's memory to gather and sum)."""
     draws = np.random.default_rng(_BOOTSTRAP_SEED).integers(0, n, (BOOTSTRAP_RESAMPLES, n))
     draws += (np.arange(BOOTSTRAP_RESAMPLES) * n)[:, None]
     counts = np.bincount(draws.ravel(), minlength=BOOTSTRAP_RESAMPLES * n)
@@ -63,7 +65,8 @@ class Resamples:
         self._medians = self.medians(errors)
 
     def medians(self, values: FloatArray) -> FloatArray:
-        """Each resample's median of `values` (one per target)."""
+        """Each resample's median of `values` (one per target); for a resample that drew
+        none of them (only with `among`) a meaningless value, which `worse_share` skips."""
         order = np.argsort(values, kind="stable")
         in_order = self._counts[:, order]
         ranked = values[order]
@@ -79,18 +82,19 @@ class Resamples:
 
 def _reached(counts: CodeArray, marks: tuple[IntArray, IntArray]) -> tuple[IntArray, ...]:
     """Per resample (row), for each of `marks`: the first column at which the running count
-    reaches the mark. Blocks of _BLOCK columns are summed first, so only the block that
+    reaches the mark (a mark above the row's total, as for a resample that drew nothing,
+    gives some column). Blocks of _BLOCK columns are summed first, so only the block that
     holds the answer is summed column by column (the same answer as a running sum over
     every column)."""
     resamples, n = counts.shape
-    if n <= 2 * _BLOCK:
+    if n <= _SUM_ALL_UP_TO:
         running = np.cumsum(counts, axis=1, dtype=np.int32)
         return tuple(np.argmax(running >= mark[:, None], axis=1) for mark in marks)
     rows = np.arange(resamples)[:, None]
     n_blocks = n // _BLOCK
     blocks = counts[:, : n_blocks * _BLOCK].reshape(resamples, n_blocks, _BLOCK)
     block_running = np.cumsum(blocks.sum(axis=2, dtype=np.int32), axis=1)
-    width = np.arange(_BLOCK + n % _BLOCK)  # the last block takes the remainder
+    width = np.arange(_BLOCK)  # a full block, or the fewer columns left after the last
     found = []
     for mark in marks:
         # Blocks whose end falls short of the mark (n_blocks: the answer is in the rest).

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from service.calibration import resamples
-from service.calibration.resamples import BOOTSTRAP_RESAMPLES, Resamples, worse_share
+from service.calibration.resamples import BOOTSTRAP_RESAMPLES, TIE, Resamples, worse_share
 
 
 def drawn_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -16,7 +16,7 @@ def drawn_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.array([np.median(np.repeat(values, row)) if row.sum() else np.nan for row in counts])
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, 128, 129, 300, 2000])
+@pytest.mark.parametrize("n", [1, 2, 7, 128, 640, 641, 704, 2000])
 def test_each_resample_median_is_the_median_of_what_it_drew(n: int) -> None:
     values = np.random.default_rng(n).lognormal(size=n)
     got = Resamples(values).medians(values)
@@ -46,7 +46,13 @@ def test_worse_share_is_all_or_nothing_when_one_side_is_worse_on_every_target() 
 
 
 def test_a_resample_without_the_keys_targets_does_not_vote() -> None:
-    # One target of 50: about a third of the set's resamples never draw it. Calibrated is
-    # worse on it, so every resample that holds it says so: the share is 1, not about 2/3.
-    resampled = Resamples(np.array([0.3]), among=(np.array([7]), 50))
-    assert resampled.worse_share(np.array([0.1])) == 1.0
+    # Two targets of 50: about 4 in 25 of the set's resamples draw neither. Calibrated is
+    # worse on one and better on the other; the share is over the resamples that drew one.
+    size, rows = 50, np.array([7, 30])
+    calibrated, raw = np.array([0.3, 0.01]), np.array([0.1, 0.02])
+    counts = resamples._counts(size)[:, rows]
+    drew = counts.sum(axis=1) > 0
+    worse = drawn_medians(calibrated, counts) > drawn_medians(raw, counts) * (1 + TIE)
+    expected = float(np.mean(worse[drew]))
+    assert expected != float(np.mean(worse & drew))  # a vote from every resample differs
+    assert Resamples(calibrated, among=(rows, size)).worse_share(raw) == expected
