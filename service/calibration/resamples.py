@@ -90,20 +90,22 @@ def _reached(counts: CodeArray, marks: tuple[IntArray, IntArray]) -> tuple[IntAr
     if n <= _SUM_ALL_UP_TO:
         running = np.cumsum(counts, axis=1, dtype=np.int32)
         return tuple(np.argmax(running >= mark[:, None], axis=1) for mark in marks)
-    rows = np.arange(resamples)[:, None]
+    rows = np.arange(resamples)
     n_blocks = n // _BLOCK
     blocks = counts[:, : n_blocks * _BLOCK].reshape(resamples, n_blocks, _BLOCK)
-    block_running = np.cumsum(blocks.sum(axis=2, dtype=np.int32), axis=1)
+    # before[:, b]: the count of the blocks ahead of block b (n_blocks + 1 entries).
+    before = np.zeros((resamples, n_blocks + 1), np.int32)
+    np.cumsum(blocks.sum(axis=2, dtype=np.int32), axis=1, out=before[:, 1:])
     width = np.arange(_BLOCK)  # a full block, or the fewer columns left after the last
     found = []
     for mark in marks:
         # Blocks whose end falls short of the mark (n_blocks: the answer is in the rest).
-        block = np.count_nonzero(block_running < mark[:, None], axis=1)
-        before = np.take_along_axis(block_running, np.maximum(block - 1, 0)[:, None], axis=1)
-        before[block == 0] = 0
+        block = np.count_nonzero(before[:, 1:] < mark[:, None], axis=1)
         start = block * _BLOCK
         columns = np.minimum(start[:, None] + width, n - 1)
-        running = before + np.cumsum(counts[rows, columns], axis=1, dtype=np.int32)
+        running = before[rows, block][:, None] + np.cumsum(
+            counts[rows[:, None], columns], axis=1, dtype=np.int32
+        )
         # Only a resample that drew nothing never reaches its mark: any column serves it.
         found.append(np.minimum(start + np.argmax(running >= mark[:, None], axis=1), n - 1))
     return tuple(found)
