@@ -33,37 +33,29 @@ class RunSource(Protocol):
         """Linked runs (tag reckon.estimate_id set) that ended inside the window, in the
         configured experiments, oldest end first, each run id at most once; pages are
         streamed, never all held in memory."""
-        ...
 
     def latest_terminated_runs(self, window: ScanWindow, limit: int) -> list[ObservedRun]:
         """At most `limit` linked, terminated runs ending inside the window, latest end
         first (one request: a probe, not a scan)."""
-        ...
 
     def terminated_without_end(self, started_after: datetime, limit: int) -> list[ObservedRun]:
         """Linked runs in a terminal status with no end time, among the `limit` latest
         started after `started_after` (one request, a probe: no end-time window finds it)."""
-        ...
 
     def runs_by_id(self, run_ids: Sequence[str]) -> list[ObservedRun]:
         """These runs, whatever their status or tags (for links made after the fact)."""
-        ...
 
     def running_runs(self) -> Iterator[ObservedRun]:
         """Linked runs still RUNNING, for projections."""
-        ...
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         """Write tags back on a run (the reconciliation result)."""
-        ...
 
     def delete_tag(self, run_id: str, key: str) -> None:
         """Remove one tag from a run (unlink removes the run's reckon.estimate_id)."""
-        ...
 
     def ping(self) -> None:
         """Raise UnavailableError unless the source answers."""
-        ...
 
     def experiment_ids(self) -> list[str]:
         """The ids the scans read (the configured ones MLflow has, or every active one)."""
@@ -71,7 +63,6 @@ class RunSource(Protocol):
     def missing_experiments(self) -> list[str]:
         """Configured experiments the source does not have (or has deleted), as found by
         the calls made so far: they were read without, never a failed call."""
-        ...
 
     def finished_runs(
         self,
@@ -82,13 +73,11 @@ class RunSource(Protocol):
     ) -> Iterator[ObservedRun]:
         """FINISHED runs, linked or not (for `reckon import`); those `linked` names an owner
         for come back with `estimate_id` set and nothing derived."""
-        ...
 
 
 class Clock(Protocol):
     def now(self) -> datetime:
         """Aware UTC now."""
-        ...
 
 
 class EstimateStore(Protocol):
@@ -102,7 +91,6 @@ class EstimateStore(Protocol):
 
     def plans(self, estimate_ids: Sequence[str]) -> dict[str, Planned]:
         """What reconciling each of these estimates needs (absent ids are left out)."""
-        ...
 
     def list(
         self, *, limit: int = 50, since: datetime | None = None, gpu: str | None = None
@@ -144,7 +132,6 @@ class RunStore(Protocol):
 
     def known(self, run_ids: Sequence[str]) -> set[str]:
         """Those of these run ids some pass has stored or skipped."""
-        ...
 
 
 class StagingStore(Protocol):
@@ -154,28 +141,23 @@ class StagingStore(Protocol):
     def add(self, pass_id: int, runs: Sequence[ObservedRun], owners: Mapping[str, str]) -> None:
         """Stage runs (a run staged again keeps its latest copy); `owners` maps run ids to
         the estimate each resolved to."""
-        ...
 
     def batches(self, pass_id: int, size: int) -> Iterable[list[ObservedRun]]: ...
 
     def owned(self, pass_id: int, estimate_ids: Sequence[str]) -> dict[str, list[ObservedRun]]:
         """The staged runs resolved to each of these estimates."""
-        ...
 
     def record_judgments(
         self, pass_id: int, changed: Sequence[Reconciliation], unchanged: Sequence[str]
     ) -> None:
         """Stage the latest judgments: `changed` replace earlier ones, `unchanged` (equal
         to what is stored) drop theirs."""
-        ...
 
     def forget_judgments(self, pass_id: int) -> None:
         """Forget owners and judgments (the staged runs stay), to judge again."""
-        ...
 
     def apply(self, pass_id: int, now: datetime) -> None:
         """Store the staged runs and reconciliations, add their new tag links (old win)."""
-        ...
 
     def clear(self, pass_id: int | None = None) -> None: ...
 
@@ -257,12 +239,10 @@ class ObservationStore(Protocol):
     def read(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
         """Reconciled computed estimates that ended at or after `since` (all when None), as
         columns ordered by end time, with their estimate ids in the same order."""
-        ...
 
     def prefetch(self, since: datetime | None) -> object:
         """The refit's read made early (a pass does it while MLflow serves its pages), for
         `arrays(ahead=...)`; opaque to the caller."""
-        ...
 
     def arrays(
         self,
@@ -274,11 +254,16 @@ class ObservationStore(Protocol):
         """The same columns, with only the first and last estimate id (None when empty).
         With `ahead` (a prefetch in which nothing but pass `pass_id` wrote reconciliations
         since), only that pass's rows are read again."""
-        ...
+
+    def judged(self, ahead: object, pass_id: int, since: datetime | None) -> ObservationArrays:
+        """What `arrays(since, ahead=ahead, pass_id=pass_id)` will read once pass `pass_id`
+        has applied its staged reconciliations, read before it does."""
+
+    def ends(self, since: datetime | None) -> tuple[str, str] | None:
+        """`arrays`' first and last estimate id alone (None when it reads nothing)."""
 
     def changed_since(self, moment: datetime) -> bool:
         """Whether any reconciliation was written (added or updated) after `moment`."""
-        ...
 
 
 class OutboxStore(Protocol):
@@ -312,7 +297,6 @@ class PassLock(Protocol):
     @property
     def holder(self) -> str | None:
         """Who holds the lock now, when known (for the 'locked' message)."""
-        ...
 
 
 class UnitOfWork(Protocol):
@@ -381,7 +365,6 @@ class LaunchRuns(Protocol):
 
     def experiment_id(self, name: str) -> str:
         """The id of the active experiment `name`, created when missing."""
-        ...
 
     def create(self, experiment_id: str, tags: Mapping[str, str], started_ms: int) -> str: ...
 
@@ -391,10 +374,8 @@ class LaunchRuns(Protocol):
 
     def is_empty(self, run_id: str) -> bool:
         """No metric and no param was logged into the run."""
-        ...
 
     def others_for(
         self, experiment_id: str, estimate_id: str, run_id: str, started_ms: int
     ) -> list[tuple[str, str]]:
         """(run id, status) of other runs tagged for the estimate, started since then."""
-        ...

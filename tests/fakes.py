@@ -427,10 +427,23 @@ class _Observations:
     state: _State
 
     def read(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
+        return self._read(self.state.reconciliations, since)
+
+    def judged(self, ahead: object, pass_id: int, since: datetime | None) -> ObservationArrays:
+        applied = {**self.state.reconciliations, **self.state.judged.get(pass_id, {})}
+        return self._read(applied, since)[0]
+
+    def ends(self, since: datetime | None) -> tuple[str, str] | None:
+        ids = self.read(since)[1]
+        return (ids[0], ids[-1]) if ids else None
+
+    def _read(
+        self, reconciliations: Mapping[str, Reconciliation], since: datetime | None
+    ) -> tuple[ObservationArrays, list[str]]:
         rows = sorted(
             (
                 (item, self.state.estimates[item.estimate_id])
-                for item in self.state.reconciliations.values()
+                for item in reconciliations.values()
                 if since is None or item.ended_at >= since
             ),
             key=lambda pair: pair[0].ended_at,

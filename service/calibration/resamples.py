@@ -25,6 +25,12 @@ def worse_share(errors: FloatArray, raw_errors: FloatArray) -> float:
     return Resamples(errors).worse_share(raw_errors)
 
 
+def prepare(n: int) -> None:
+    """Make the draws for n targets now (they are made once per n and process: a caller
+    that knows n before it compares, such as a pass's refit, takes them off its path)."""
+    _counts(n)
+
+
 @functools.lru_cache(maxsize=16)
 def _counts(n: int) -> CodeArray:
     """How often each of n targets is drawn in each resample (seeded: the same for every

@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from service.calibration import backtest, fit, gate
+from service.calibration import backtest, fit, gate, resamples
 from service.calibration.model import FactorSet, FitParameters, Prior
+from service.calibration.observations import ObservationArrays
 from service.ports import UnitOfWork
 from service.usecases.results.loop import RefitOutcome
 
@@ -42,41 +44,30 @@ def refit(
     now: datetime,
     *,
     force: bool = False,
-    ahead: Callable[[], object] | None = None,
+    ahead: Ahead | None = None,
     pass_id: int | None = None,
 ) -> RefitOutcome:
     """Inside the caller's transaction (the reconcile pass's, or its own). A refit with no
     reconciliation changed since the active set was made is skipped (unless forced), so a
-    rerun of a pass creates no new set. `ahead` gives the observations read earlier for
-    pass `pass_id` (`InPass.prepare`), completed here with that pass's own rows."""
+    rerun of a pass creates no new set. `ahead` is what pass `pass_id` prepared beside its
+    pages (`InPass.prepare`): the observations read early, completed here with that pass's
+    own rows, or the whole computation already made on them."""
     active = uow.factor_sets.active()
     newest = uow.factor_sets.newest()
     if not force and newest is not None and not uow.observations.changed_since(newest.created_at):
         return RefitOutcome(None, False, None, None, f"factor set {newest.version} is current")
     since = horizon(params, now)
-    data, estimate_ids = uow.observations.arrays(
-        since=since, ahead=_prefetched(ahead), pass_id=pass_id
-    )
+    made = None if ahead is None else ahead.made(now, active)
+    if made is not None:
+        data, verdict_of = made
+        estimate_ids = uow.observations.ends(since)
+    else:
+        early = None if ahead is None else ahead.rows()
+        data, estimate_ids = uow.observations.arrays(since=since, ahead=early, pass_id=pass_id)
+        if estimate_ids is not None:
+            verdict_of = assess(data, prior, params, now, active)
     if estimate_ids is None:
         return RefitOutcome(None, False, None, None, _NOTHING.format(since.date()))
-    fitted = fit.fit(data, prior, params, as_of=now)
-    # One backtest over the most recent targets serves the interval calibration, the
-    # per-segment fallbacks and the gate; the comparison with the active set uses only the
-    # targets that STARTED after it was made (those it predicted blind).
-    detail = backtest.backtest_targets(
-        data, None, prior, params,
-        max_targets=BACKTEST_TARGETS, by_start=True, history_rows=BACKTEST_HISTORY_ROWS,
-        split_at=None if active is None else active.created_at.timestamp(),
-    )  # fmt: skip
-    verdict_of = gate.assess(
-        data,
-        fitted,
-        detail,
-        prior,
-        params,
-        None if active is None else active.segments,
-        None if active is None else active.created_at.timestamp(),
-    )
     candidate, baseline = verdict_of.candidate, verdict_of.raw
     if gate.blind_enough(verdict_of.active):
         candidate, baseline = verdict_of.candidate_recent, verdict_of.active
@@ -120,47 +111,137 @@ def refit(
     return RefitOutcome(stored, activate, candidate, baseline, message)
 
 
+def assess(
+    data: ObservationArrays,
+    prior: Prior,
+    params: FitParameters,
+    now: datetime,
+    active: FactorSet | None,
+) -> gate.Assessment:
+    """The refit's computation on what it read: the fit, the backtest and the gate's verdict
+    on the candidate (pure: no I/O)."""
+    fitted = fit.fit(data, prior, params, as_of=now)
+    # One backtest over the most recent targets serves the interval calibration, the
+    # per-segment fallbacks and the gate; the comparison with the active set uses only the
+    # targets that STARTED after it was made (those it predicted blind).
+    detail = backtest.backtest_targets(
+        data, None, prior, params,
+        max_targets=BACKTEST_TARGETS, by_start=True, history_rows=BACKTEST_HISTORY_ROWS,
+        split_at=None if active is None else active.created_at.timestamp(),
+    )  # fmt: skip
+    return gate.assess(
+        data,
+        fitted,
+        detail,
+        prior,
+        params,
+        None if active is None else active.segments,
+        None if active is None else active.created_at.timestamp(),
+    )
+
+
 @dataclass(frozen=True)
 class InPass:
-    """The refit every reconcile pass ends with (the pass's `Refit` port). Its read of the
-    observations starts, in a thread and a transaction of its own, as the pass opens, so
-    MLflow's paging hides it; the pass's final transaction then reads only the rows the
-    pass itself wrote. A night with nothing new never waits for that read."""
+    """The refit every reconcile pass ends with (the pass's `Refit` port): see `Ahead` for
+    what it does beside the pass before the final transaction."""
 
     prior: Prior
     params: FitParameters
     unit_of_work: Callable[[], UnitOfWork]
 
-    def prepare(self, now: datetime) -> Callable[[], object]:
-        result: Future[object] = Future()
-
-        def read() -> None:
-            try:
-                with self.unit_of_work() as uow:
-                    since = horizon(self.params, now)
-                    result.set_result(uow.observations.prefetch(since))
-            except BaseException as error:  # the refit then reads everything itself
-                result.set_exception(error)
-
-        threading.Thread(target=read, name="reckon-refit-read", daemon=True).start()
-        return result.result
+    def prepare(self, now: datetime) -> Ahead:
+        return Ahead(self, now)
 
     def __call__(
-        self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: Callable[[], object] | None
+        self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: object | None
     ) -> int | None:
-        refit(uow, self.prior, self.params, now, ahead=ahead, pass_id=pass_id)
+        prepared = ahead if isinstance(ahead, Ahead) else None
+        outcome = refit(uow, self.prior, self.params, now, ahead=prepared, pass_id=pass_id)
+        if outcome.activated and outcome.factor_set is not None:
+            return outcome.factor_set.version
         active = uow.factor_sets.active()
         return None if active is None else active.version
 
 
-def _prefetched(ahead: Callable[[], object] | None) -> object | None:
-    if ahead is None:
-        return None
-    try:
-        return ahead()
-    except Exception as error:
-        log.warning("the refit's early read failed (%s); reading everything now", error)
-        return None
+_Made = tuple[ObservationArrays, gate.Assessment]
+
+
+class Ahead:
+    """What a pass's refit does beside the pass, each in a thread and a transaction of its
+    own. As the pass opens: the read of the observations, so MLflow's paging hides it. Once
+    every page is judged and staged (`judged`): the whole computation (fit, backtest, gate)
+    on that read completed with the pass's staged rows, exactly what the final transaction
+    will read once it has applied them, so it runs while that transaction writes. The
+    final transaction uses it when it was made at its moment and against the same active
+    set; else it completes the early read with the pass's rows itself and computes. A
+    night with nothing new never waits for either; a failure in either is logged and the
+    refit does the work itself."""
+
+    def __init__(self, in_pass: InPass, now: datetime) -> None:
+        self._in_pass = in_pass
+        self._read: Future[tuple[object, FactorSet | None]] = _in_thread(
+            "reckon-refit-read", lambda: self._prefetch(now)
+        )
+        self._made: Future[tuple[datetime, int | None, _Made | None]] | None = None
+
+    def judged(self, pass_id: int, now: datetime) -> None:
+        """Every page of pass `pass_id` is judged and staged: compute on them, as at `now`."""
+        self._made = _in_thread("reckon-refit-ahead", lambda: self._compute(pass_id, now))
+
+    def rows(self) -> object | None:
+        """The early read (None when it failed: the refit reads everything itself)."""
+        try:
+            return self._read.result()[0]
+        except Exception as error:
+            log.warning("the refit's early read failed (%s); reading everything now", error)
+            return None
+
+    def made(self, now: datetime, active: FactorSet | None) -> _Made | None:
+        """The computation made ahead, if it was made at `now` against `active`."""
+        if self._made is None:
+            return None
+        try:
+            made_at, made_against, made = self._made.result()
+        except Exception as error:
+            log.warning("the refit's computation ahead failed (%s); computing now", error)
+            return None
+        current = made_at == now and made_against == (None if active is None else active.version)
+        return made if current else None
+
+    def _prefetch(self, now: datetime) -> tuple[object, FactorSet | None]:
+        with self._in_pass.unit_of_work() as uow:
+            rows = uow.observations.prefetch(horizon(self._in_pass.params, now))
+            active = uow.factor_sets.active()
+        if isinstance(rows, Sized) and len(rows) >= BACKTEST_TARGETS:
+            # The backtest will score exactly that many targets: its bootstrap draws, the
+            # costliest first use in a fresh process, are made now, beside the pages.
+            resamples.prepare(BACKTEST_TARGETS)
+        return rows, active
+
+    def _compute(self, pass_id: int, now: datetime) -> tuple[datetime, int | None, _Made | None]:
+        rows, active = self._read.result()
+        version = None if active is None else active.version
+        if not isinstance(rows, Sized):  # a store that reads nothing early: nothing to complete
+            return now, version, None
+        in_pass = self._in_pass
+        with in_pass.unit_of_work() as uow:
+            data = uow.observations.judged(rows, pass_id, horizon(in_pass.params, now))
+        if len(data) == 0:
+            return now, version, None
+        return now, version, (data, assess(data, in_pass.prior, in_pass.params, now, active))
+
+
+def _in_thread(name: str, work: Callable[[], Any]) -> Future[Any]:
+    result: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            result.set_result(work())
+        except BaseException as error:  # handed to whoever waits for the result
+            result.set_exception(error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return result
 
 
 def _iso(epoch_seconds: float) -> str:

@@ -153,8 +153,8 @@ def test_an_unlink_during_the_scan_is_not_undone_by_the_pass(engine: Engine) -> 
 
 def test_the_refits_early_read_completed_by_a_pass_equals_a_full_read(engine: Engine) -> None:
     """What a pass's refit sees when its read was made as the pass opened (then completed
-    with the pass's own rows) is what a full read after the pass sees: a new estimate
-    added, an updated one (a restart's second segment) in its place."""
+    with the pass's own rows, applied or still staged) is what a full read after the pass
+    sees: a new estimate added, an updated one (a restart's second segment) in its place."""
     first, second, third = save(engine), save(engine), save(engine)
     reconcile(
         engine, FakeRunSource(runs=[a_run("a-1", first, 60, 50), a_run("b-1", second, 45, 40)])
@@ -168,13 +168,18 @@ def test_the_refits_early_read_completed_by_a_pass_equals_a_full_read(engine: En
     outcome = reconcile(engine, later)
     assert {item.estimate_id for item in outcome.reconciled} == {first, third}
 
+    assert outcome.pass_id is not None
     with SqlUnitOfWork(engine) as uow:
         completed, ends = uow.observations.arrays(since, ahead=ahead, pass_id=outcome.pass_id)
+        # What the pass's refit computed on before the final transaction applied the rows:
+        # the same read off the staged copies (a pass leaves them until the next one opens).
+        judged = uow.observations.judged(ahead, outcome.pass_id, since)
         full, full_ends = uow.observations.arrays(since)
     assert len(full) == 3 and ends == full_ends
-    for name in ("started_at", "ended_at", "effective_utilization", "utilization", "overhead"):
-        assert np.array_equal(getattr(completed, name), getattr(full, name), equal_nan=True), name
-    assert completed.combination().tolist() == full.combination().tolist()
+    for read in (completed, judged):
+        for name in ("started_at", "ended_at", "effective_utilization", "utilization", "overhead"):
+            assert np.array_equal(getattr(read, name), getattr(full, name), equal_nan=True), name
+        assert read.combination().tolist() == full.combination().tolist()
 
 
 def test_a_run_unlinked_while_the_pass_holds_its_tag_stays_unlinked(engine: Engine) -> None:

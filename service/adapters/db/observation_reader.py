@@ -22,11 +22,12 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from service.adapters.db.tables import ReconciliationRow
+from service.adapters.db.tables import ReconciliationRow, StagedReconciliationRow
 from service.calibration.observations import ObservationArrays, concatenate
 from service.calibration.robust import FloatArray, IntArray
 
 RECON_COLUMNS = ReconciliationRow.__table__.c
+STAGED_COLUMNS = StagedReconciliationRow.__table__.c  # the same value columns, not yet applied
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class ObservationRows:
     since: datetime | None
     data: ObservationArrays  # ordered by end time
     row_ids: IntArray  # each row's reconciliation id, in data's order
+
+    def __len__(self) -> int:
+        return len(self.data)
 
 
 _TIMES = ("started_at", "ended_at")
@@ -96,29 +100,31 @@ def build_observations(
 
 
 def observation_conditions(
-    dialect: str, since: datetime | None, *, scan: bool
+    dialect: str, since: datetime | None, *, scan: bool, columns: Any = RECON_COLUMNS
 ) -> list[ColumnElement[bool]]:
     """Computed estimates only: an external one (a planner's own duration) has no FLOPs, so
-    no implied utilization. `scan`: the bulk read, which checks ended > started itself."""
-    conditions = [RECON_COLUMNS.implied_effective_utilization > 0]
+    no implied utilization. `scan`: the bulk read, which checks ended > started itself.
+    `columns`: the reconciliation table's, or the staged copy's (STAGED_COLUMNS)."""
+    conditions = [columns.implied_effective_utilization > 0]
     if not scan:
-        conditions.append(RECON_COLUMNS.ended_at > RECON_COLUMNS.started_at)
+        conditions.append(columns.ended_at > columns.started_at)
     if since is not None:
         # On SQLite a range on ended_at would walk its index and fetch every row by id, far
         # slower than a scan when most rows qualify; `ended_at || ''` is the same text but
         # cannot use the index. PostgreSQL's planner chooses well by itself.
         indexable = not scan or dialect != "sqlite"
-        ended = (
-            RECON_COLUMNS.ended_at
-            if indexable
-            else RECON_COLUMNS.ended_at.op("||")(literal("", String))
-        )
-        conditions.append(ended >= literal(since, RECON_COLUMNS.ended_at.type))
+        ended = columns.ended_at if indexable else columns.ended_at.op("||")(literal("", String))
+        conditions.append(ended >= literal(since, columns.ended_at.type))
     return conditions
 
 
 def observation_query(
-    dialect: str, since: datetime | None, *, with_ids: bool, row_ids: bool = False
+    dialect: str,
+    since: datetime | None,
+    *,
+    with_ids: bool,
+    row_ids: bool = False,
+    columns: Any = RECON_COLUMNS,
 ) -> Select[Any]:
     def moment(column: ColumnElement[datetime]) -> ColumnElement[Any]:
         if dialect == "sqlite":
@@ -126,29 +132,27 @@ def observation_query(
         return func.date_part("epoch", column, type_=Double)  # float8, unlike extract()
 
     return select(
-        *([RECON_COLUMNS.id] if row_ids else []),
-        *([RECON_COLUMNS.estimate_id] if with_ids else []),
-        RECON_COLUMNS.gpu
+        *([columns.id] if row_ids else []),
+        *([columns.estimate_id] if with_ids else []),
+        columns.gpu
         + literal(_SEPARATOR, String)
-        + RECON_COLUMNS.precision
+        + columns.precision
         + literal(_SEPARATOR, String)
-        + func.coalesce(RECON_COLUMNS.recompute, literal(_NO_MODE, String)),
-        moment(RECON_COLUMNS.started_at),
-        moment(RECON_COLUMNS.ended_at),
-        RECON_COLUMNS.implied_effective_utilization,
+        + func.coalesce(columns.recompute, literal(_NO_MODE, String)),
+        moment(columns.started_at),
+        moment(columns.ended_at),
+        columns.implied_effective_utilization,
         # No throughput: 0 and 1 are outside what a split may be, so `_arrays` drops them.
-        func.coalesce(RECON_COLUMNS.implied_utilization, 0.0),
-        func.coalesce(RECON_COLUMNS.implied_overhead, 1.0),
+        func.coalesce(columns.implied_utilization, 0.0),
+        func.coalesce(columns.implied_overhead, 1.0),
         # What ran (observed), else the plan; 0 when neither is known (before 0010).
-        sql_cast(func.coalesce(RECON_COLUMNS.observed_gpus, RECON_COLUMNS.planned_gpus, 0), Double),
-        func.coalesce(RECON_COLUMNS.params, 0.0),
-        func.coalesce(RECON_COLUMNS.observed_tokens, RECON_COLUMNS.planned_tokens, 0.0),
+        sql_cast(func.coalesce(columns.observed_gpus, columns.planned_gpus, 0), Double),
+        func.coalesce(columns.params, 0.0),
+        func.coalesce(columns.observed_tokens, columns.planned_tokens, 0.0),
         # What the run's profile derived, else the plan's; 0 when neither is known.
-        func.coalesce(
-            RECON_COLUMNS.observed_global_batch_tokens, RECON_COLUMNS.global_batch_tokens, 0.0
-        ),
-        sql_cast(RECON_COLUMNS.failed_segments, Double),
-    ).where(*observation_conditions(dialect, since, scan=True))
+        func.coalesce(columns.observed_global_batch_tokens, columns.global_batch_tokens, 0.0),
+        sql_cast(columns.failed_segments, Double),
+    ).where(*observation_conditions(dialect, since, scan=True, columns=columns))
 
 
 def fetch_rows(session: Session, query: Select[Any]) -> list[tuple[Any, ...]]:
@@ -299,16 +303,30 @@ class ObservationRepository:
         written reconciliations since) only that pass's rows are read and built: its updated
         rows replace their old copies, its new ones join (so only ties in end time can come
         in another order than a full read's)."""
-        if (
-            isinstance(ahead, ObservationRows)
-            and pass_id is not None
-            and (ahead.since is None or (since is not None and ahead.since <= since))
-        ):
-            data = self._completed(ahead, pass_id, since)
+        if _covers(ahead, since) and pass_id is not None:
+            assert isinstance(ahead, ObservationRows)
+            touched = select(RECON_COLUMNS.id).where(RECON_COLUMNS.pass_id == pass_id)
+            fresh = RECON_COLUMNS.pass_id == pass_id
+            data = self._completed(ahead, touched, fresh, RECON_COLUMNS, since)
         else:
             data, _ = read_observations(self._session, since, with_ids=False)
-        if len(data) == 0:
-            return data, None
+        return data, self.ends(since) if len(data) else None
+
+    def judged(self, ahead: object, pass_id: int, since: datetime | None) -> ObservationArrays:
+        """What `arrays(since, ahead=ahead, pass_id=pass_id)` will read once pass `pass_id`
+        has applied its staged reconciliations, read before it does (from the staged copies,
+        which `staging.apply` copies column for column): the early read with the estimates
+        the pass staged replaced and its new ones joined."""
+        if not _covers(ahead, since):
+            raise ValueError("the early read does not cover the refit's window")
+        assert isinstance(ahead, ObservationRows)
+        staged = select(STAGED_COLUMNS.estimate_id).where(STAGED_COLUMNS.pass_id == pass_id)
+        touched = select(RECON_COLUMNS.id).where(RECON_COLUMNS.estimate_id.in_(staged))
+        fresh = STAGED_COLUMNS.pass_id == pass_id
+        return self._completed(ahead, touched, fresh, STAGED_COLUMNS, since)
+
+    def ends(self, since: datetime | None) -> tuple[str, str] | None:
+        """The first and the last estimate id by end time (ties by id) of what `arrays` reads."""
         ends: list[str] = []
         for newest_first in (False, True):
             keys = (RECON_COLUMNS.ended_at, RECON_COLUMNS.estimate_id)
@@ -318,8 +336,11 @@ class ObservationRepository:
                 .order_by(*(key.desc() for key in keys) if newest_first else keys)
                 .limit(1)
             )
-            ends.append(str(self._session.scalar(query)))
-        return data, (ends[0], ends[1])
+            found = self._session.scalar(query)
+            if found is None:
+                return None
+            ends.append(str(found))
+        return ends[0], ends[1]
 
     def changed_since(self, moment: datetime) -> bool:
         """Whether any reconciliation was written after `moment`. Newest rows first, so the
@@ -333,36 +354,46 @@ class ObservationRepository:
         return self._session.scalar(query) is not None
 
     def _completed(
-        self, ahead: ObservationRows, pass_id: int, since: datetime | None
+        self,
+        ahead: ObservationRows,
+        touched: Select[Any],
+        fresh: ColumnElement[bool],
+        columns: Any,
+        since: datetime | None,
     ) -> ObservationArrays:
-        """The early read's columns with pass `pass_id`'s rows read again: its updated rows
-        replace their old copies, its new ones join, all in end-time order (a tie in end
-        time may come in another order than a full read's), then `since` applied."""
+        """The early read's columns with a pass's rows read again (`fresh`, from `columns`'
+        table): the early rows whose ids `touched` selects are replaced, new ones join, all
+        in end-time order (a tie in end time may come in another order than a full read's),
+        then `since` applied."""
         data = ahead.data
-        touched = np.fromiter(
-            self._session.scalars(
-                select(ReconciliationRow.id).where(ReconciliationRow.pass_id == pass_id)
-            ),
-            np.int64,
+        replaced = np.fromiter(self._session.scalars(touched), np.int64)
+        query = observation_query(self._dialect, ahead.since, with_ids=False, columns=columns)
+        new, _, _ = build_observations(
+            self._dialect,
+            fetch_rows(self._session, query.where(fresh)),
+            ahead.since,
+            with_ids=False,
+            row_ids=False,
         )
-        if touched.size:
-            query = observation_query(self._dialect, ahead.since, with_ids=False, row_ids=True)
-            fresh, _, _ = build_observations(
-                self._dialect,
-                fetch_rows(self._session, query.where(RECON_COLUMNS.pass_id == pass_id)),
-                ahead.since,
-                with_ids=False,
-                row_ids=True,
-            )
-            stale = np.isin(ahead.row_ids, touched)
+        if len(new) or replaced.size:
+            stale = np.isin(ahead.row_ids, replaced)
             kept = data.take(np.flatnonzero(~stale)) if stale.any() else data
-            data = concatenate(kept, fresh)
+            data = concatenate(kept, new)
             if np.any(data.ended_at[1:] < data.ended_at[:-1]):  # else already in order
                 data = data.take(np.argsort(data.ended_at, kind="stable"))
         if since is not None and (ahead.since is None or since > ahead.since):
-            data = data.take(np.flatnonzero(data.ended_at >= since.timestamp()))
+            recent = data.ended_at >= since.timestamp()
+            if not recent.all():  # usually nothing ended in the moments between the two
+                data = data.take(np.flatnonzero(recent))
         return data
 
     @property
     def _dialect(self) -> str:
         return self._session.get_bind().dialect.name
+
+
+def _covers(ahead: object | None, since: datetime | None) -> bool:
+    """Whether an early read (`prefetch`) holds every row a read from `since` needs."""
+    return isinstance(ahead, ObservationRows) and (
+        ahead.since is None or (since is not None and ahead.since <= since)
+    )

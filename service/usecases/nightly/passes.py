@@ -52,17 +52,26 @@ class PassOptions:
     peaks: PeakLookup | None = None  # the catalog's, for runs in another precision than planned
 
 
+class Prepared(Protocol):
+    """What a pass's refit started beside it (service.usecases.refit.Ahead)."""
+
+    def judged(self, pass_id: int, now: datetime) -> None:
+        """Every page is judged and staged; the final transaction will refit at `now`."""
+        ...
+
+
 class Refit(Protocol):
     """The refit a pass ends with (service.usecases.refit.InPass)."""
 
-    def prepare(self, now: datetime) -> Callable[[], object]:
-        """Start reading ahead (on its own) as the pass opens; the callable waits for it."""
+    def prepare(self, now: datetime) -> Prepared:
+        """Start reading ahead (on its own) as the pass opens."""
         ...
 
     def __call__(
-        self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: Callable[[], object] | None
+        self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: Prepared | None
     ) -> int | None:
-        """Refit in the pass's final transaction; the active factor set's version."""
+        """Refit in the pass's final transaction; the active factor set's version. `ahead`
+        only when nothing but this pass wrote since the pass opened."""
         ...
 
 
@@ -143,8 +152,13 @@ def _locked_pass(
                 record = dataclasses.replace(record, runs_seen=seen)
                 probes = probed[0].result() if probed else Probed()
                 confirm(lock)
+                # One moment for what the final transaction stores and for the refit, which
+                # can then compute on the staged rows while that transaction writes them.
+                now = clock.now()
+                if ahead is not None:
+                    ahead.judged(pass_id, now)
                 read = _Read(judgments, scan_skips, probes, listed)
-                closed = _close(uow, clock, options, refit, ahead, record, marker, read)
+                closed = _close(uow, clock, now, options, refit, ahead, record, marker, read)
             except Exception as error:
                 message = str(error) if isinstance(error, ReckonError) else redact(repr(error))
                 failed = dataclasses.replace(record, ended_at=clock.now(), runs_seen=0)
@@ -209,14 +223,16 @@ class _Closed:
 def _close(
     uow: UnitOfWork,
     clock: Clock,
+    now: datetime,
     options: PassOptions,
     refit: Refit | None,
-    ahead: Callable[[], object] | None,
+    ahead: Prepared | None,
     record: PassRecord,
     marker: int,
     read: _Read,
 ) -> _Closed:
-    """The pass's one final transaction: everything it concluded, and the watermark."""
+    """The pass's one final transaction: everything it concluded (stored as at `now`, the
+    refit's moment), and the watermark."""
     pass_id, judgments = record.id, read.judgments
     with uow:
         if uow.passes.started_after(pass_id):
@@ -231,7 +247,6 @@ def _close(
             judgments = judge_again(
                 uow, pass_id, options.batch_size, options.peaks, uow.links.unlinked_since(marker)
             )
-        now = clock.now()
         uow.staging.apply(pass_id, now)
         reconciled = [judgments.reconciled[key] for key in sorted(judgments.reconciled)]
         skipped = judgments.skips_after([*read.scan_skips, *unended])
@@ -240,7 +255,7 @@ def _close(
             uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
         # The refit's early read holds only if nothing but this pass wrote since.
         early = ahead if alone else None
-        factor_set = refit(uow, pass_id, clock.now(), early) if refit is not None else None
+        factor_set = refit(uow, pass_id, now, early) if refit is not None else None
         assert record.window_cutoff is not None
         uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
         uow.watermarks.record_scanned(read.listed.experiment_ids, pass_id=pass_id, now=now)
