@@ -262,8 +262,9 @@ class ObservationStore(Protocol):
     def ends(self, since: datetime | None) -> tuple[str, str] | None:
         """`arrays`' first and last estimate id alone (None when it reads nothing)."""
 
-    def changed_since(self, moment: datetime) -> bool:
-        """Whether any reconciliation was written (added or updated) after `moment`."""
+    def changed_since(self, moment: datetime, pass_id: int | None = None) -> bool:
+        """Whether any reconciliation was written (added or updated) after `moment`, or by
+        pass `pass_id` (whatever the moment it was stamped with)."""
 
 
 class OutboxStore(Protocol):

@@ -49,6 +49,7 @@ class _State:
     judged: dict[int, dict[str, Reconciliation]] = field(default_factory=dict)
     reconciliations: dict[str, Reconciliation] = field(default_factory=dict)
     reconciled_at: dict[str, datetime] = field(default_factory=dict)
+    reconciled_by: dict[str, int | None] = field(default_factory=dict)  # estimate -> pass
     skips: list[Skip] = field(default_factory=list)
     passes: dict[int, PassRecord] = field(default_factory=dict)
     watermark: datetime | None = None
@@ -261,6 +262,7 @@ class _Reconciliations:
         for item in items:
             self.state.reconciliations[item.estimate_id] = item
             self.state.reconciled_at[item.estimate_id] = now
+            self.state.reconciled_by[item.estimate_id] = pass_id
 
     def history(
         self, *, since: datetime | None = None, gpu: str | None = None, limit: int | None = None
@@ -470,8 +472,9 @@ class _Observations:
         data, ids = self.read(since)
         return data, (ids[0], ids[-1]) if ids else None
 
-    def changed_since(self, moment: datetime) -> bool:
-        return any(at > moment for at in self.state.reconciled_at.values())
+    def changed_since(self, moment: datetime, pass_id: int | None = None) -> bool:
+        by_pass = pass_id is not None and pass_id in self.state.reconciled_by.values()
+        return by_pass or any(at > moment for at in self.state.reconciled_at.values())
 
 
 @dataclass

@@ -48,13 +48,19 @@ def refit(
     pass_id: int | None = None,
 ) -> RefitOutcome:
     """Inside the caller's transaction (the reconcile pass's, or its own). A refit with no
-    reconciliation changed since the active set was made is skipped (unless forced), so a
-    rerun of a pass creates no new set. `ahead` is what pass `pass_id` prepared beside its
-    pages (`InPass.prepare`): the observations read early, completed here with that pass's
-    own rows, or the whole computation already made on them."""
+    reconciliation changed since the newest set was made, and none written by pass
+    `pass_id` (stamped with the pass's moment, which a set made meanwhile by `reckon
+    refit` can postdate), is skipped (unless forced), so a rerun of a pass creates no new
+    set. `ahead` is what pass `pass_id` prepared beside its pages (`InPass.prepare`): the
+    observations read early, completed here with that pass's own rows, or the whole
+    computation already made on them."""
     active = uow.factor_sets.active()
     newest = uow.factor_sets.newest()
-    if not force and newest is not None and not uow.observations.changed_since(newest.created_at):
+    if (
+        not force
+        and newest is not None
+        and not uow.observations.changed_since(newest.created_at, pass_id)
+    ):
         return RefitOutcome(None, False, None, None, f"factor set {newest.version} is current")
     since = horizon(params, now)
     made = None if ahead is None else ahead.made(now, active)
@@ -148,6 +154,10 @@ class InPass:
     prior: Prior
     params: FitParameters
     unit_of_work: Callable[[], UnitOfWork]
+    # How long the final transaction waits for work made beside it before doing it itself:
+    # a thread reading while that transaction holds its locks can queue behind a statement
+    # that queues behind them (ALTER TABLE, VACUUM FULL), which no database detects.
+    wait_seconds: float = 60.0
 
     def prepare(self, now: datetime) -> Ahead:
         return Ahead(self, now)
@@ -189,24 +199,30 @@ class Ahead:
         self._made = _in_thread("reckon-refit-ahead", lambda: self._compute(pass_id, now))
 
     def rows(self) -> object | None:
-        """The early read (None when it failed: the refit reads everything itself)."""
-        try:
-            return self._read.result()[0]
-        except Exception as error:
-            log.warning("the refit's early read failed (%s); reading everything now", error)
-            return None
+        """The early read (None when it failed or is late: the refit reads everything)."""
+        read = self._wait(self._read, "early read")
+        return None if read is None else read[0]
 
     def made(self, now: datetime, active: FactorSet | None) -> _Made | None:
         """The computation made ahead, if it was made at `now` against `active`."""
-        if self._made is None:
+        if self._made is None or _failed(self._read):  # `rows` says why
             return None
-        try:
-            made_at, made_against, made = self._made.result()
-        except Exception as error:
-            log.warning("the refit's computation ahead failed (%s); computing now", error)
+        found = self._wait(self._made, "computation ahead")
+        if found is None:
             return None
+        made_at, made_against, made = found
         current = made_at == now and made_against == (None if active is None else active.version)
         return made if current else None
+
+    def _wait(self, future: Future[Any], what: str) -> Any:
+        try:
+            return future.result(timeout=self._in_pass.wait_seconds)
+        except TimeoutError:
+            log.warning("the refit's %s is not done after %.0f s; doing it now", what,
+                        self._in_pass.wait_seconds)  # fmt: skip
+        except Exception as error:
+            log.warning("the refit's %s failed (%s); doing it now", what, error)
+        return None
 
     def _prefetch(self, now: datetime) -> tuple[object, FactorSet | None]:
         with self._in_pass.unit_of_work() as uow:
@@ -221,7 +237,7 @@ class Ahead:
     def _compute(self, pass_id: int, now: datetime) -> tuple[datetime, int | None, _Made | None]:
         rows, active = self._read.result()
         version = None if active is None else active.version
-        if not isinstance(rows, Sized):  # a store that reads nothing early: nothing to complete
+        if rows is None:  # a store that reads nothing early: nothing to complete
             return now, version, None
         in_pass = self._in_pass
         with in_pass.unit_of_work() as uow:
@@ -232,6 +248,7 @@ class Ahead:
 
 
 def _in_thread(name: str, work: Callable[[], Any]) -> Future[Any]:
+    """`work` in a daemon thread; its result, or what it (or starting it) raised."""
     result: Future[Any] = Future()
 
     def run() -> None:
@@ -240,8 +257,15 @@ def _in_thread(name: str, work: Callable[[], Any]) -> Future[Any]:
         except BaseException as error:  # handed to whoever waits for the result
             result.set_exception(error)
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        threading.Thread(target=run, name=name, daemon=True).start()
+    except RuntimeError as error:  # no thread to be had: the refit does the work itself
+        result.set_exception(error)
     return result
+
+
+def _failed(future: Future[Any]) -> bool:
+    return future.done() and future.exception() is not None
 
 
 def _iso(epoch_seconds: float) -> str:

@@ -342,16 +342,17 @@ class ObservationRepository:
             ends.append(str(found))
         return ends[0], ends[1]
 
-    def changed_since(self, moment: datetime) -> bool:
-        """Whether any reconciliation was written after `moment`. Newest rows first, so the
-        usual answer (a pass just wrote some) comes without reading the whole table."""
-        query = (
-            select(ReconciliationRow.id)
-            .where(ReconciliationRow.updated_at > moment)
-            .order_by(ReconciliationRow.id.desc())
-            .limit(1)
+    def changed_since(self, moment: datetime, pass_id: int | None = None) -> bool:
+        """Whether any reconciliation was written after `moment`, or by pass `pass_id`.
+        Newest rows first, so the usual answer (a pass just wrote some) comes without
+        reading the whole table; a pass's rows are found by their index."""
+        by_pass = select(ReconciliationRow.id).where(ReconciliationRow.pass_id == pass_id)
+        if pass_id is not None and self._session.scalar(by_pass.limit(1)) is not None:
+            return True
+        later = select(ReconciliationRow.id).where(ReconciliationRow.updated_at > moment)
+        return (
+            self._session.scalar(later.order_by(ReconciliationRow.id.desc()).limit(1)) is not None
         )
-        return self._session.scalar(query) is not None
 
     def _completed(
         self,
