@@ -127,23 +127,17 @@ def assess(
     """The refit's computation on what it read: the fit, the backtest and the gate's verdict
     on the candidate (pure: no I/O)."""
     fitted = fit.fit(data, prior, params, as_of=now)
+    split_at = None if active is None else active.created_at.timestamp()
     # One backtest over the most recent targets serves the interval calibration, the
     # per-segment fallbacks and the gate; the comparison with the active set uses only the
     # targets that STARTED after it was made (those it predicted blind).
     detail = backtest.backtest_targets(
         data, None, prior, params,
         max_targets=BACKTEST_TARGETS, by_start=True, history_rows=BACKTEST_HISTORY_ROWS,
-        split_at=None if active is None else active.created_at.timestamp(),
+        split_at=split_at,
     )  # fmt: skip
-    return gate.assess(
-        data,
-        fitted,
-        detail,
-        prior,
-        params,
-        None if active is None else active.segments,
-        None if active is None else active.created_at.timestamp(),
-    )
+    segments = None if active is None else active.segments
+    return gate.assess(data, fitted, detail, prior, params, segments, split_at)
 
 
 @dataclass(frozen=True)
