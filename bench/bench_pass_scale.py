@@ -5,7 +5,7 @@ holds nothing else, and into one that already holds H reconciled estimates and a
 set.
 
     python -m bench.bench_pass_scale --history 50000 --new 1000 [--database-url BASE]
-        [--profile DIR]
+        [--cold] [--profile DIR]
 
 The history is written with Core bulk inserts (bench_refit_db.write_history: estimates and
 reconciliations, no MLflow runs: they ended long before the pass's window). Two history
@@ -14,8 +14,12 @@ are no backtest targets: the gate has nothing to score); "worst", it was made 4 
 before they started, so all of them are backtest targets. `--database-url` takes a
 PostgreSQL URL whose database gets one fresh schema per pass (dropped afterwards); the
 default is a fresh SQLite file per pass. Each case runs `--repeat` times, interleaved, and
-each pass in a fresh process (as a nightly `reckon reconcile` runs: nothing cached from an
-earlier pass), which reports the pass's own time.
+each pass in a fresh process (as a nightly `reckon reconcile` runs: nothing in memory from
+an earlier pass), which reports the pass's own time. In the history cases the night
+before's pass wrote the newest 2% of the history and kept the snapshot of the rest its
+early read found (service.adapters.db.observation_snapshot), as every nightly pass does
+for the next; `--cold` leaves no snapshot (the first pass, or the one after a link, unlink
+or import): its early read reads every row.
 `--profile DIR` writes each pass's cProfile stats to DIR/<case>-<round>.prof (its times
 are then the profiled ones, slower: read the shares, not the ratio).
 """
@@ -36,6 +40,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine, update
+
 from bench.bench_reconcile import create_linked_runs
 from bench.bench_refit_db import add_active_set, write_history
 from demo.mlflow_server import (
@@ -44,11 +50,14 @@ from demo.mlflow_server import (
 )
 from service.adapters.db import migrate
 from service.adapters.db.engine import make_engine
+from service.adapters.db.tables import ReconcilePassRow
 from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.bootstrap import build
+from service.calibration.model import FitParameters
 from service.config import Settings
 from service.domain.records import SavedEstimate
 from service.usecases import registry
+from service.usecases.refit import horizon
 from tests.builders import an_estimate
 from tests.databases import empty_database
 
@@ -71,18 +80,48 @@ def new_runs(uri: str, n: int, now: datetime, threads: int = 4) -> tuple[str, li
     return create_linked_runs(uri, ids, now, "bench-pass-scale", threads), made
 
 
-def prepare(url: str, case: str, history: int, made: list[SavedEstimate], now: datetime) -> None:
+def prepare(
+    url: str, case: str, history: int, made: list[SavedEstimate], now: datetime, *, cold: bool
+) -> None:
+    """The database a pass finds: the new runs' estimates, and in the history cases `history`
+    reconciliations and an active set. The last 2% of the history (1,000 of 50,000, ended
+    in the day before the set was made) were written by the night before's pass, which
+    kept the snapshot of the rest its early read found (unless `cold`: a first pass, or
+    one after a link, unlink or import, reads every row)."""
     engine = make_engine(url)
     migrate.upgrade(engine)
     if case != "alone":
         made_at = now - timedelta(days=1 if case == "typical" else 4)
-        write_history(engine, history, days=365, newest=made_at - timedelta(hours=1))
+        newest = made_at - timedelta(hours=1)
+        last_night = history // 50
+        write_history(engine, history - last_night, days=364, newest=newest - timedelta(days=1))
+        before = night_before(engine, newest - timedelta(days=1), keep=not cold)
+        write_history(engine, last_night, days=1, newest=newest, prefix="n", seed=8, pass_id=before)
         add_active_set(engine, made_at)
     with SqlUnitOfWork(engine) as uow:
         for saved in made:
             uow.estimates.add(saved)
         uow.commit()
     engine.dispose()
+
+
+def night_before(engine: Engine, at: datetime, *, keep: bool) -> int:
+    """The night before's pass (its row, succeeded) and, with `keep`, the snapshot its
+    early read kept; its id."""
+    with SqlUnitOfWork(engine) as uow:
+        pass_id = uow.passes.start("scheduler", at)
+        uow.commit()
+    with SqlUnitOfWork(engine) as uow:
+        uow.session.execute(
+            update(ReconcilePassRow)
+            .where(ReconcilePassRow.id == pass_id)
+            .values(status="succeeded", ended_at=at)
+        )
+        if keep:
+            read = uow.observations.prefetch(horizon(FitParameters(), at), pass_id)
+            uow.observations.keep(read)
+        uow.commit()
+    return pass_id
 
 
 PassTimes = tuple[float, float, int, int | None]
@@ -151,6 +190,9 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, default=None, help="a directory for each pass's cProfile stats"
     )
+    parser.add_argument(
+        "--cold", action="store_true", help="no snapshot left by the night before's pass"
+    )
     parser.add_argument("--measure", nargs=3, metavar=("URL", "URI", "EXPERIMENT"))
     args = parser.parse_args()
     if args.measure is not None:  # the child of `measure`
@@ -173,12 +215,14 @@ def main() -> None:
                     args.profile.mkdir(parents=True, exist_ok=True)
                     stats = args.profile / f"{case}-{round_}.prof"
                 with empty_database(dialect, Path(tmp), args.database_url) as url:
-                    prepare(url, case, args.history, made, now)
+                    prepare(url, case, args.history, made, now, cold=args.cold)
                     results[case].append(measure(url, server.uri, experiment_id, stats))
     print(
         f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
         f"{datetime.now(UTC):%Y-%m-%d}, database "
-        f"{'sqlite' if args.database_url is None else 'postgresql'}, load average "
+        f"{'sqlite' if args.database_url is None else 'postgresql'}, "
+        f"{'no snapshot (cold)' if args.cold else 'the night before kept its snapshot'}, "
+        "load average "
         f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}, each pass in a fresh process"
     )
     alone = statistics.median(r[0] for r in results["alone"])

@@ -71,9 +71,11 @@ def write_history(
     prefix: str = "h",
     seed: int = 7,
     updated_at: datetime | None = None,
+    pass_id: int | None = None,
 ) -> None:
     """`n` computed estimates and their reconciliations, ending over the `days` before
-    `newest` (bench_refit's synthetic factors and noise), with Core executemany inserts."""
+    `newest` (bench_refit's synthetic factors and noise), with Core executemany inserts;
+    `pass_id`: the pass that wrote the reconciliations (none: imported or linked)."""
     data = synthetic_history(n, seed)
     span = float(data.ended_at.max() - data.ended_at.min()) or 1.0
     ended = newest.timestamp() - (data.ended_at.max() - data.ended_at) * (days * 86400.0 / span)
@@ -123,6 +125,7 @@ def write_history(
                     "implied_effective_utilization": effective,
                     "factors_kind": "separate" if has_split else "combined",
                     "failed_segments": 0,
+                    "pass_id": pass_id,
                     "created_at": updated_at or end,
                     "updated_at": updated_at or end,
                 }

@@ -240,9 +240,14 @@ class ObservationStore(Protocol):
         """Reconciled computed estimates that ended at or after `since` (all when None), as
         columns ordered by end time, with their estimate ids in the same order."""
 
-    def prefetch(self, since: datetime | None) -> object:
+    def prefetch(self, since: datetime | None, pass_id: int | None = None) -> object:
         """The refit's read made early (a pass does it while MLflow serves its pages), for
-        `arrays(ahead=...)`; opaque to the caller."""
+        `arrays(ahead=...)`; opaque to the caller. With `pass_id` (the pass holding the
+        lock) a store may read it from what the last pass kept."""
+
+    def keep(self, ahead: object) -> None:
+        """Keep `prefetch`'s result (made for a pass) for the next pass, in a transaction
+        of its own (the caller commits); nothing where the store keeps nothing."""
 
     def arrays(
         self,

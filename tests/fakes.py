@@ -459,8 +459,11 @@ class _Observations:
         ids = [item.estimate_id for item, _saved in chosen]
         return ObservationArrays.from_observations(observations), ids
 
-    def prefetch(self, since: datetime | None) -> object:
+    def prefetch(self, since: datetime | None, pass_id: int | None = None) -> object:
         return None  # nothing to save in memory: `arrays` reads it all again
+
+    def keep(self, ahead: object) -> None:
+        pass  # nothing kept between passes
 
     def arrays(
         self,

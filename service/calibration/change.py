@@ -28,8 +28,12 @@ def shift_discount(
     result = np.ones(values.size)
     if values.size < MIN_BEFORE + CANDIDATE_AFTER[0]:
         return result
-    by_end = np.argsort(ended_at, kind="stable")
-    order = by_end[np.argsort(segments[by_end], kind="stable")]
+    by_end = np.argsort(ended_at, kind="stable")  # fast: the rows usually come in end order
+    # A stable sort by segment code: a radix sort where the codes fit 16 bits (the same order).
+    codes = segments[by_end]
+    if codes.size and int(codes.min()) >= 0 and int(codes.max()) < 2**15:
+        codes = codes.astype(np.int16)
+    order = by_end[np.argsort(codes, kind="stable")]
     counts = np.bincount(segments[order])
     ends = np.cumsum(counts)
     for segment in np.flatnonzero(counts >= MIN_BEFORE + CANDIDATE_AFTER[0]).tolist():

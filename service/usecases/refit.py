@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 METHOD = "eb-crossed-shift-straggler-conformal-v3"
 BACKTEST_TARGETS = 2000
 # The gate's backtest fits at most this many rows in all (a bigger history gets fewer
-# buckets and, beyond one bucket's share, a recency-weighted sample): bounded cost.
-BACKTEST_HISTORY_ROWS = 50_000
+# buckets and, beyond one bucket's share, a recency-weighted sample): bounded cost. At
+# 51,000 runs a 20,000-row sample scores the candidate as the whole history does (median
+# APE 11.93% either way; 10,000 rows 11.97%) and the refit costs 10 ms less (82 → 72 ms).
+BACKTEST_HISTORY_ROWS = 20_000
 _NOTHING = "no reconciled computed estimates ended since {} (older ones weigh nothing)"
 
 
@@ -153,8 +155,8 @@ class InPass:
     # that queues behind them (ALTER TABLE, VACUUM FULL), which no database detects.
     wait_seconds: float = 60.0
 
-    def prepare(self, now: datetime) -> Ahead:
-        return Ahead(self, now)
+    def prepare(self, pass_id: int, now: datetime) -> Ahead:
+        return Ahead(self, pass_id, now)
 
     def __call__(
         self, uow: UnitOfWork, pass_id: int, now: datetime, ahead: object | None
@@ -181,10 +183,10 @@ class Ahead:
     night with nothing new never waits for either; a failure in either is logged and the
     refit does the work itself."""
 
-    def __init__(self, in_pass: InPass, now: datetime) -> None:
+    def __init__(self, in_pass: InPass, pass_id: int, now: datetime) -> None:
         self._in_pass = in_pass
         self._read: Future[tuple[object, FactorSet | None]] = _in_thread(
-            "reckon-refit-read", lambda: self._prefetch(now)
+            "reckon-refit-read", lambda: self._prefetch(pass_id, now)
         )
         self._made: Future[tuple[datetime, int | None, _Made | None]] | None = None
 
@@ -218,15 +220,28 @@ class Ahead:
             log.warning("the refit's %s failed (%s); doing it now", what, error)
         return None
 
-    def _prefetch(self, now: datetime) -> tuple[object, FactorSet | None]:
+    def _prefetch(self, pass_id: int, now: datetime) -> tuple[object, FactorSet | None]:
         with self._in_pass.unit_of_work() as uow:
-            rows = uow.observations.prefetch(horizon(self._in_pass.params, now))
+            # From the snapshot the last pass kept, where it still holds.
+            rows = uow.observations.prefetch(horizon(self._in_pass.params, now), pass_id)
             active = uow.factor_sets.active()
+        # Kept for the next pass in a thread of its own, which the pass never waits for (on
+        # SQLite it waits for the final transaction's write lock) but the process does
+        # before it exits (not a daemon): a `reckon reconcile` leaves its snapshot.
+        threading.Thread(target=self._keep, args=(rows,), name="reckon-refit-keep").start()
         if isinstance(rows, Sized) and len(rows) >= BACKTEST_TARGETS:
             # The backtest will score exactly that many targets: its bootstrap draws, the
             # costliest first use in a fresh process, are made now, beside the pages.
             resamples.prepare(BACKTEST_TARGETS)
         return rows, active
+
+    def _keep(self, rows: object) -> None:
+        try:
+            with self._in_pass.unit_of_work() as uow:
+                uow.observations.keep(rows)
+                uow.commit()
+        except Exception as error:  # the next pass then reads everything: slower, as right
+            log.warning("the refit's early read was not kept for the next pass (%s)", error)
 
     def _compute(self, pass_id: int, now: datetime) -> tuple[datetime, int | None, _Made | None]:
         rows, active = self._read.result()

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from demo.mlflow_server import MlflowServer
 from service.adapters.db import locks
-from service.adapters.db.observation_reader import ObservationRepository
+from service.adapters.db.observation_repository import ObservationRepository
 from service.adapters.db.unit_of_work import SqlUnitOfWork
 from service.adapters.mlflow.source import MlflowRunSource
 from service.bootstrap import SystemClock

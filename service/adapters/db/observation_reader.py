@@ -1,10 +1,9 @@
 """The refit's read of reconciled observations, straight into numpy columns: one query run on
-the session's own DBAPI connection, the driver's tuples into a record array, the rows the
-prefetch made ahead completed with what a pass wrote. Read only."""
+the session's own DBAPI connection, the driver's tuples into a record array (the
+repository that uses it: service.adapters.db.observation_repository). Read only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -23,25 +22,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from service.adapters.db.tables import ReconciliationRow, StagedReconciliationRow
-from service.calibration.observations import ObservationArrays, concatenate
+from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray
 
 RECON_COLUMNS = ReconciliationRow.__table__.c
 STAGED_COLUMNS = StagedReconciliationRow.__table__.c  # the same value columns, not yet applied
-
-
-@dataclass(frozen=True)
-class ObservationRows:
-    """`prefetch`'s result: opaque to the refit, which hands it back. The rows read early,
-    already as columns (building them is a third of the refit's cost at 50k rows, and the
-    early read's thread does it while MLflow serves the pass its pages)."""
-
-    since: datetime | None
-    data: ObservationArrays  # ordered by end time
-    row_ids: IntArray  # each row's reconciliation id, in data's order
-
-    def __len__(self) -> int:
-        return len(self.data)
 
 
 _TIMES = ("started_at", "ended_at")
@@ -261,140 +246,4 @@ def _arrays(
         tokens=tokens,
         failures=table[_FAILURES][order],
         batch_tokens=batch_tokens,
-    )
-
-
-class ObservationRepository:
-    """The refit's observations, read from the reconciliations of computed estimates."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def read(self, since: datetime | None = None) -> tuple[ObservationArrays, list[str]]:
-        """Every reconciled computed estimate that ended at or after `since` (all when None)
-        as refit columns, ordered by end time (ties by estimate id), with the estimate ids
-        in the same order."""
-        data, ids = read_observations(self._session, since, with_ids=True)
-        assert ids is not None
-        return data, ids
-
-    def prefetch(self, since: datetime | None) -> ObservationRows:
-        """The refit's read made ahead, while a pass pages MLflow: the driver's rows, each
-        led by its reconciliation's row id, so that `arrays` can complete them
-        with what the pass then writes instead of reading everything again."""
-        query = observation_query(self._dialect, since, with_ids=False, row_ids=True)
-        data, _, row_ids = build_observations(
-            self._dialect, fetch_rows(self._session, query), since, with_ids=False, row_ids=True
-        )
-        assert row_ids is not None
-        return ObservationRows(since, data, row_ids)
-
-    def arrays(
-        self,
-        since: datetime | None = None,
-        *,
-        ahead: object | None = None,
-        pass_id: int | None = None,
-    ) -> tuple[ObservationArrays, tuple[str, str] | None]:
-        """The refit's read: the same columns in the same order as `read` (ties in
-        end time in the database's row order), with only the first and the last estimate id
-        (the provenance): reading and holding a million ids would cost a third more. With
-        `ahead` (this session's `prefetch`, nothing but pass `pass_id` having
-        written reconciliations since) only that pass's rows are read and built: its updated
-        rows replace their old copies, its new ones join (so only ties in end time can come
-        in another order than a full read's)."""
-        if _covers(ahead, since) and pass_id is not None:
-            assert isinstance(ahead, ObservationRows)
-            touched = select(RECON_COLUMNS.id).where(RECON_COLUMNS.pass_id == pass_id)
-            fresh = RECON_COLUMNS.pass_id == pass_id
-            data = self._completed(ahead, touched, fresh, RECON_COLUMNS, since)
-        else:
-            data, _ = read_observations(self._session, since, with_ids=False)
-        return data, self.ends(since) if len(data) else None
-
-    def judged(self, ahead: object, pass_id: int, since: datetime | None) -> ObservationArrays:
-        """What `arrays(since, ahead=ahead, pass_id=pass_id)` will read once pass `pass_id`
-        has applied its staged reconciliations, read before it does (from the staged copies,
-        which `staging.apply` copies column for column): the early read with the estimates
-        the pass staged replaced and its new ones joined."""
-        if not _covers(ahead, since):
-            raise ValueError("the early read does not cover the refit's window")
-        assert isinstance(ahead, ObservationRows)
-        staged = select(STAGED_COLUMNS.estimate_id).where(STAGED_COLUMNS.pass_id == pass_id)
-        touched = select(RECON_COLUMNS.id).where(RECON_COLUMNS.estimate_id.in_(staged))
-        fresh = STAGED_COLUMNS.pass_id == pass_id
-        return self._completed(ahead, touched, fresh, STAGED_COLUMNS, since)
-
-    def ends(self, since: datetime | None) -> tuple[str, str] | None:
-        """The first and the last estimate id by end time (ties by id) of what `arrays` reads."""
-        ends: list[str] = []
-        for newest_first in (False, True):
-            keys = (RECON_COLUMNS.ended_at, RECON_COLUMNS.estimate_id)
-            query = (
-                select(RECON_COLUMNS.estimate_id)
-                .where(*observation_conditions(self._dialect, since, scan=False))
-                .order_by(*(key.desc() for key in keys) if newest_first else keys)
-                .limit(1)
-            )
-            found = self._session.scalar(query)
-            if found is None:
-                return None
-            ends.append(str(found))
-        return ends[0], ends[1]
-
-    def changed_since(self, moment: datetime, pass_id: int | None = None) -> bool:
-        """Whether any reconciliation was written after `moment`, or by pass `pass_id`.
-        Newest rows first, so the usual answer (a pass just wrote some) comes without
-        reading the whole table; a pass's rows are found by their index."""
-        by_pass = select(ReconciliationRow.id).where(ReconciliationRow.pass_id == pass_id)
-        if pass_id is not None and self._session.scalar(by_pass.limit(1)) is not None:
-            return True
-        later = select(ReconciliationRow.id).where(ReconciliationRow.updated_at > moment)
-        return (
-            self._session.scalar(later.order_by(ReconciliationRow.id.desc()).limit(1)) is not None
-        )
-
-    def _completed(
-        self,
-        ahead: ObservationRows,
-        touched: Select[Any],
-        fresh: ColumnElement[bool],
-        columns: Any,
-        since: datetime | None,
-    ) -> ObservationArrays:
-        """The early read's columns with a pass's rows read again (`fresh`, from `columns`'
-        table): the early rows whose ids `touched` selects are replaced, new ones join, all
-        in end-time order (a tie in end time may come in another order than a full read's),
-        then `since` applied."""
-        data = ahead.data
-        replaced = np.fromiter(self._session.scalars(touched), np.int64)
-        query = observation_query(self._dialect, ahead.since, with_ids=False, columns=columns)
-        new, _, _ = build_observations(
-            self._dialect,
-            fetch_rows(self._session, query.where(fresh)),
-            ahead.since,
-            with_ids=False,
-            row_ids=False,
-        )
-        if len(new) or replaced.size:
-            stale = np.isin(ahead.row_ids, replaced)
-            kept = data.take(np.flatnonzero(~stale)) if stale.any() else data
-            data = concatenate(kept, new)
-            if np.any(data.ended_at[1:] < data.ended_at[:-1]):  # else already in order
-                data = data.take(np.argsort(data.ended_at, kind="stable"))
-        if since is not None and (ahead.since is None or since > ahead.since):
-            recent = data.ended_at >= since.timestamp()
-            if not recent.all():  # usually nothing ended in the moments between the two
-                data = data.take(np.flatnonzero(recent))
-        return data
-
-    @property
-    def _dialect(self) -> str:
-        return self._session.get_bind().dialect.name
-
-
-def _covers(ahead: object | None, since: datetime | None) -> bool:
-    """Whether an early read (`prefetch`) holds every row a read from `since` needs."""
-    return isinstance(ahead, ObservationRows) and (
-        ahead.since is None or (since is not None and ahead.since <= since)
     )

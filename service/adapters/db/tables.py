@@ -11,6 +11,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -384,3 +385,16 @@ class TagOutboxRow(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     # MLflow's last answer was 401/403 (0012): kept and retried, counted as blocked.
     blocked: Mapped[bool] = mapped_column(Boolean, server_default=false())
+
+
+class ObservationSnapshotRow(Base):
+    """The refit's early read as the last pass left it (0022; one row, id 1): a cache, see
+    service.adapters.db.observation_snapshot."""
+
+    __tablename__ = "observation_snapshot"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    through_pass_id: Mapped[int] = mapped_column(Integer)  # every pass up to it, none after
+    links_version: Mapped[int] = mapped_column(Integer)
+    stored_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    payload: Mapped[bytes] = mapped_column(LargeBinary)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.adapters.db.engine import translate_error
 from service.adapters.db.factor_repositories import FactorSetRepository
-from service.adapters.db.observation_reader import ObservationRepository
+from service.adapters.db.observation_repository import ObservationRepository
 from service.adapters.db.outbox import OutboxRepository
 from service.adapters.db.pass_records import PassRepository, SkipRepository, WatermarkRepository
 from service.adapters.db.pass_repositories import (

@@ -63,8 +63,8 @@ class Prepared(Protocol):
 class Refit(Protocol):
     """The refit a pass ends with (service.usecases.refit.InPass)."""
 
-    def prepare(self, now: datetime) -> Prepared:
-        """Start reading ahead (on its own) as the pass opens."""
+    def prepare(self, pass_id: int, now: datetime) -> Prepared:
+        """Start reading ahead (on its own) as pass `pass_id` opens."""
         ...
 
     def __call__(
@@ -142,7 +142,7 @@ def _locked_pass(
             finally:
                 handoff.give(handed)  # a reader waiting for it must not wait forever
             record = _record(pass_id, options, started, started, window, 0)
-            ahead = refit.prepare(started) if refit is not None else None
+            ahead = refit.prepare(pass_id, started) if refit is not None else None
             try:
                 scan_skips: list[Skip] = []
                 judgments = Judgments(peaks=options.peaks)
