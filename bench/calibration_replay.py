@@ -127,7 +127,7 @@ def current_method(
     now: datetime,
 ) -> tuple[Segments, bool]:
     data = ObservationArrays.from_observations(history)
-    fitted = fit.fit(data, prior, params, as_of=now)
+    fitted = fit.fit(data, prior, params, as_of=now, kept=scaling.terms_of(active))
     created = None if active_created is None else active_created.timestamp()
     detail = backtest.backtest_targets(
         data, None, prior, params,

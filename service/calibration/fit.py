@@ -50,16 +50,22 @@ def fit(
     prior: Prior,
     params: FitParameters = FitParameters(),
     as_of: datetime | None = None,
+    kept: frozenset[str] = frozenset(),
 ) -> dict[str, SegmentFactors]:
     """Every level that has data, keyed "gpu/precision/recompute", "gpu/precision", "gpu",
     "*", plus the prior itself under "prior". Spreads are the model's; service.calibration.intervals
-    calibrates them on out-of-sample residuals."""
+    calibrates them on out-of-sample residuals. `kept`: the scale terms the active set has
+    (service.calibration.scaling.terms_of)."""
     data = as_arrays(observations)
     if len(data) == 0:
         return {PRIOR_KEY: prior_factors(prior)}
     reference = float(data.ended_at.max()) if as_of is None else as_of.timestamp()
     return fit_weighted(
-        data, recency_weights(data.ended_at, reference, params.half_life_days), prior, params
+        data,
+        recency_weights(data.ended_at, reference, params.half_life_days),
+        prior,
+        params,
+        kept,
     )
 
 
@@ -113,12 +119,16 @@ class _Pooled:
 
 
 def fit_weighted(
-    data: ObservationArrays, base_weights: FloatArray, prior: Prior, params: FitParameters
+    data: ObservationArrays,
+    base_weights: FloatArray,
+    prior: Prior,
+    params: FitParameters,
+    kept: frozenset[str] = frozenset(),
 ) -> dict[str, SegmentFactors]:
     """`fit` with the recency weights given (the backtest's sampled histories). The scale
     slopes are fitted first and every run moved to the reference scale before pooling
     (service.calibration.scaling); every entry carries its scale terms and its runs' ranges."""
-    scale = scale_fit.fit_scale(data, base_weights, params)
+    scale = scale_fit.fit_scale(data, base_weights, params, kept)
     observed, data = data, scaling.to_reference(data, scale)
     log_e = np.log(data.effective_utilization)
     n_precisions = len(data.precision_names)

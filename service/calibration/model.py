@@ -71,6 +71,10 @@ class FitParameters:
     # ... and must matter: at least this change of log utilization over one within-segment
     # standard deviation of its covariate (a 2% effect is below what a plan can use).
     min_slope_effect: float = 0.02
+    # A term the active set has stays while its evidence is at least this share of what a
+    # new one needs (hysteresis: a term near the bar does not come and go night by night;
+    # growing organisation 1.42 -> 1.39x the oracle, docs/calibration.md).
+    keep_support: float = 0.4
     # A segment's own GPU slope is its deviation from the shared one with this prior spread
     # (log-log): interconnects differ, but a few runs of one segment should not make its own.
     slope_tau: float = 0.05

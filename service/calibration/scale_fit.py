@@ -31,7 +31,12 @@ from service.calibration.scaling import (
     segment_codes,
     segment_key,
 )
-from service.calibration.within import WithinFit, robust_within, within_group, within_spread
+from service.calibration.within import (
+    WithinFit,
+    bends,
+    robust_within,
+    within_spread,
+)
 
 # Each curvature term and the line it bends.
 _CURVES = {"curvature": "params", "gpus_curvature": "gpus"}
@@ -134,7 +139,12 @@ def _support(term: str, k: int, fitted: WithinFit, params: FitParameters) -> flo
     return min(by_noise, beta * spread / params.min_slope_effect)
 
 
-def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameters) -> Scale:
+def fit_scale(
+    data: ObservationArrays,
+    weights: FloatArray,
+    params: FitParameters,
+    kept: frozenset[str] = frozenset(),
+) -> Scale:
     """The scale model of these runs (NO_SCALE where nothing is supported). First the
     failure term (`failure_fit.failure_term`), whose expected loss every run's log e is
     then cleared of; then the GPU and model-size terms, which need real spread within
@@ -161,11 +171,11 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
     terms: list[str] = []
     if within_spread(log_g, weights, segment) >= params.min_slope_spread:
         terms.append("gpus")
-        if _bends(log_g, weights, segment) >= params.min_slope_spread**2:
+        if bends(log_g, weights, segment) >= params.min_slope_spread**2:
             terms.append("gpus_curvature")
     if within_spread(log_n, weights, segment) >= params.min_slope_spread:
         terms.append("params")
-        if _bends(log_n, weights, segment) >= params.min_slope_spread**2:
+        if bends(log_n, weights, segment) >= params.min_slope_spread**2:
             terms.append("curvature")
     known_batch = np.isfinite(log_b)
     if (
@@ -180,31 +190,13 @@ def fit_scale(data: ObservationArrays, weights: FloatArray, params: FitParameter
             candidates.append([t for t in candidates[-1] if t != curve])
     for first in candidates:
         found, untransferred = _select(
-            first, (log_g, log_n, log_b), y_all, segment, weights, data, params
+            first, (log_g, log_n, log_b), y_all, segment, weights, data, params, kept
         )
         if found is not None:
             return _scale_of(found, log_g, log_n, failures)
         if not untransferred:  # no evidence: a set without a curvature has none either
             break
     return Scale(failures) if failures.any else NO_SCALE
-
-
-def _bends(log_x: FloatArray, weights: FloatArray, segment: IntArray) -> float:
-    """How much of a log scale's square (model size, GPU count) is not a straight line in
-    it (within segments, weighted standard deviation): with two model sizes in a segment
-    none is, and a curve through two points says nothing."""
-    known = np.isfinite(log_x)
-    if np.count_nonzero(known) < 3:
-        return 0.0
-    w, groups = weights[known], segment[known]
-    centred = log_x[known] - np.average(log_x[known], weights=w)
-    columns = within_group(np.column_stack([centred, centred**2]), w, groups)
-    line, square = columns[:, 0], columns[:, 1]
-    denominator = float((w * line**2).sum())
-    if not denominator > 0:
-        return 0.0
-    rest = square - line * float((w * line * square).sum()) / denominator
-    return float(np.sqrt(np.average(rest**2, weights=w)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,6 +218,7 @@ def _select(
     weights: FloatArray,
     data: ObservationArrays,
     params: FitParameters,
+    kept: frozenset[str] = frozenset(),
 ) -> tuple[_Selected | None, bool]:
     """Backward elimination from `terms` by evidence, then the transfer check: the terms
     kept, else None and whether it was the transfer check that failed."""
@@ -258,6 +251,7 @@ def _select(
         bend_fit = full_fit or shared_fit
         scores = {
             term: _support(term, k, bend_fit if term == "gpus_curvature" else shared_fit, params)
+            / (params.keep_support if term in kept else 1.0)
             for k, term in enumerate(terms)
         }
         weakest = min(terms, key=scores.__getitem__)

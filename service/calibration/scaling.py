@@ -41,7 +41,7 @@ import numpy as np
 
 from service.calibration import ranges
 from service.calibration.curves import bent
-from service.calibration.model import SegmentFactors, utilization_range
+from service.calibration.model import ALL_KEY, SegmentFactors, utilization_range
 from service.calibration.observations import ObservationArrays
 from service.calibration.robust import FloatArray, IntArray
 from service.domain.units import SECONDS_PER_HOUR
@@ -373,3 +373,18 @@ def for_job(
     outside the runs the entry was fitted on."""
     outside = ranges.extrapolation(entry, gpus, params, tokens)
     return (at_scale(entry, gpus, params, batch_tokens) if move else entry), outside
+
+
+def terms_of(factors: Mapping[str, SegmentFactors] | None) -> frozenset[str]:
+    """The shared scale terms a factor set kept (its "*" entry's non-zero ones)."""
+    entry = None if factors is None else factors.get(ALL_KEY)
+    if entry is None:
+        return frozenset()
+    values = {
+        "gpus": entry.gpus_slope,
+        "gpus_curvature": entry.gpus_curvature,
+        "params": entry.params_slope,
+        "curvature": entry.params_curvature,
+        "batch": entry.batch_slope,
+    }
+    return frozenset(term for term, value in values.items() if value != 0.0)

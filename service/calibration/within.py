@@ -28,6 +28,24 @@ def within_spread(x: FloatArray, weights: FloatArray, groups: IntArray) -> float
     return float(np.sqrt(np.average(centred**2, weights=w))) if w.sum() > 0 else 0.0
 
 
+def bends(log_x: FloatArray, weights: FloatArray, segment: IntArray) -> float:
+    """How much of a log scale's square (model size, GPU count) is not a straight line in
+    it (within segments, weighted standard deviation): with two model sizes in a segment
+    none is, and a curve through two points says nothing."""
+    known = np.isfinite(log_x)
+    if np.count_nonzero(known) < 3:
+        return 0.0
+    w, groups = weights[known], segment[known]
+    centred = log_x[known] - np.average(log_x[known], weights=w)
+    columns = within_group(np.column_stack([centred, centred**2]), w, groups)
+    line, square = columns[:, 0], columns[:, 1]
+    denominator = float((w * line**2).sum())
+    if not denominator > 0:
+        return 0.0
+    rest = square - line * float((w * line * square).sum()) / denominator
+    return float(np.sqrt(np.average(rest**2, weights=w)))
+
+
 def within_group(values: FloatArray, weights: FloatArray, groups: IntArray) -> FloatArray:
     """Each column minus its group's weighted mean."""
     size = int(groups.max()) + 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from service.calibration import backtest, fit, gate, resamples
+from service.calibration import backtest, fit, gate, resamples, scaling
 from service.calibration.model import FactorSet, FitParameters, Prior
 from service.calibration.observations import ObservationArrays
 from service.ports import UnitOfWork
@@ -128,7 +128,8 @@ def assess(
 ) -> gate.Assessment:
     """The refit's computation on what it read: the fit, the backtest and the gate's verdict
     on the candidate (pure: no I/O)."""
-    fitted = fit.fit(data, prior, params, as_of=now)
+    kept = scaling.terms_of(None if active is None else active.segments)
+    fitted = fit.fit(data, prior, params, as_of=now, kept=kept)
     split_at = None if active is None else active.created_at.timestamp()
     # One backtest over the most recent targets serves the interval calibration, the
     # per-segment fallbacks and the gate; the comparison with the active set uses only the

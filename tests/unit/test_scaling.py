@@ -13,7 +13,7 @@ import pytest
 
 from service.calibration import fit, ranges, scaling
 from service.calibration.calibrated_plans import calibrated_plan, calibrated_wall
-from service.calibration.model import Prior, lookup
+from service.calibration.model import FitParameters, Prior, lookup
 from service.calibration.observations import Observation
 from service.domain.errors import InputError
 from service.domain.values import EstimateRequest, Factors, Hardware, Model
@@ -422,3 +422,29 @@ def test_two_correlated_terms_lose_the_weaker_one_not_both(seed: int) -> None:
 
     assert fitted.params_slope == pytest.approx(0.12, abs=0.05)
     assert fitted.gpus_slope == 0.0
+
+
+def test_a_term_the_active_set_has_stays_while_its_evidence_is_near_the_bar() -> None:
+    """Hysteresis: a GPU slope whose effect is about 0.7 of what a new term needs is not
+    taken up, but one the active set already has is kept (down to keep_support), so the
+    term does not come and go from one night to the next."""
+    spread = math.log(2) * float(np.std(np.arange(3, 11)))  # log GPU counts, 8 to 1,024
+    near = dataclasses.replace(
+        FitParameters(), min_slope_effect=abs(GPU_SLOPE) * spread / 0.7
+    )  # the slope's support ≈ 0.7; the model size's ≈ 0.3, under keep_support either way
+    history = runs()
+    new = lookup(fit.fit(history, PRIOR, near), "h100-sxm", "bf16", None)
+    kept = lookup(fit.fit(history, PRIOR, near, kept=frozenset({"gpus"})), "h100-sxm", "bf16", None)
+    assert new.gpus_slope == 0.0
+    assert kept.gpus_slope == pytest.approx(GPU_SLOPE, abs=0.01)
+    assert kept.params_slope == new.params_slope == 0.0
+    strict = dataclasses.replace(near, keep_support=1.0)  # no hysteresis
+    again = fit.fit(history, PRIOR, strict, kept=frozenset({"gpus"}))
+    assert lookup(again, "h100-sxm", "bf16", None).gpus_slope == 0.0
+
+
+def test_the_terms_a_factor_set_kept_are_read_from_its_entries() -> None:
+    factors = fit.fit(runs(), PRIOR)
+    assert scaling.terms_of(factors) == {"gpus", "params"}
+    assert scaling.terms_of(fit.fit(runs(gpu_slope=0.0), PRIOR)) == {"params"}
+    assert scaling.terms_of(None) == frozenset()
