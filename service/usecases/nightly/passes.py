@@ -253,12 +253,13 @@ def _close(
         uow.skips.record(skipped, pass_id=pass_id, now=now)
         if options.write_back:
             uow.outbox.queue(write_back.owed_tags(reconciled), pass_id=pass_id, now=now)
-        # The refit's early read holds only if nothing but this pass wrote since.
-        early = ahead if alone else None
-        factor_set = refit(uow, pass_id, now, early) if refit is not None else None
         assert record.window_cutoff is not None
         uow.watermarks.advance(record.window_cutoff, pass_id=pass_id, now=clock.now())
         uow.watermarks.record_scanned(read.listed.experiment_ids, pass_id=pass_id, now=now)
+        # Last, so that the rest is written while the computation made beside it ends. The
+        # refit's early read holds only if nothing but this pass wrote since.
+        early = ahead if alone else None
+        factor_set = refit(uow, pass_id, now, early) if refit is not None else None
         # The staged rows stay until the next pass opens (it clears all staging in its first
         # transaction, while MLflow serves its first page): not deleted on the way out.
         uow.passes.finish(
