@@ -67,9 +67,8 @@ class ObservationRepository:
 
     def keep(self, ahead: object) -> None:
         """Store `prefetch`'s rows (made with a pass id) as the next pass's snapshot, in the
-        caller's transaction: a transaction of its own, begun after the read's ended (on
-        SQLite a read transaction may not start writing once the pass has committed a page
-        since it began)."""
+        caller's transaction, which must begin after the read's ended (on SQLite a read
+        transaction may not start writing once the pass has committed a page since)."""
         if isinstance(ahead, ObservationRows) and ahead.links_version is not None:
             snapshots.save(self._session, ahead, now=datetime.now(UTC))
 
