@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.calibration.robust import MAD_TO_SIGMA, FloatArray, IntArray
+from service.calibration.robust import MAD_TO_SIGMA, FloatArray, IntArray, code_order
 
 LOOKBACK = 60
 MIN_BEFORE = 5
@@ -29,11 +29,7 @@ def shift_discount(
     if values.size < MIN_BEFORE + CANDIDATE_AFTER[0]:
         return result
     by_end = np.argsort(ended_at, kind="stable")  # fast: the rows usually come in end order
-    # A stable sort by segment code: a radix sort where the codes fit 16 bits (the same order).
-    codes = segments[by_end]
-    if codes.size and int(codes.min()) >= 0 and int(codes.max()) < 2**15:
-        codes = codes.astype(np.int16)
-    order = by_end[np.argsort(codes, kind="stable")]
+    order = by_end[code_order(segments[by_end], int(segments.max()) + 1)]
     counts = np.bincount(segments[order])
     ends = np.cumsum(counts)
     for segment in np.flatnonzero(counts >= MIN_BEFORE + CANDIDATE_AFTER[0]).tolist():

@@ -248,16 +248,19 @@ def _group_order(
     then a stable sort by group code (a radix sort when the codes fit 16 bits), several
     times faster than np.lexsort."""
     if sorted_by_value:
-        if n_groups <= 1:
-            return None
-        codes = groups.astype(np.min_scalar_type(n_groups - 1), copy=False)
-        result: IntArray = np.argsort(codes, kind="stable")
-        return result
+        return None if n_groups <= 1 else code_order(groups, n_groups)
     by_value = np.argsort(values)
     if n_groups <= 1:
         return by_value
-    codes = groups[by_value].astype(np.min_scalar_type(n_groups - 1))
-    return by_value[np.argsort(codes, kind="stable")]
+    return by_value[code_order(groups[by_value], n_groups)]
+
+
+def code_order(codes: CodeArray, n_codes: int) -> IntArray:
+    """A stable sort's order of codes in [0, n_codes): as the smallest integer type that
+    holds them, which numpy sorts by radix when it fits 16 bits."""
+    small = codes.astype(np.min_scalar_type(max(n_codes - 1, 0)), copy=False)
+    result: IntArray = np.argsort(small, kind="stable")
+    return result
 
 
 def weighted_median_of(values: FloatArray, weights: FloatArray) -> float:

@@ -12,22 +12,20 @@ from datetime import timedelta
 import numpy as np
 from sqlalchemy import Engine, func, select, update
 
-from service.adapters.db import locks
 from service.adapters.db import observation_snapshot as snapshots
 from service.adapters.db.observation_snapshot import ObservationRows
 from service.adapters.db.tables import ObservationSnapshotRow, ReconcilePassRow
 from service.adapters.db.unit_of_work import SqlUnitOfWork
-from service.bootstrap import SystemClock
 from service.calibration.model import FitParameters
 from service.calibration.observations import FLOAT_COLUMNS, ObservationArrays
 from service.calibration.priors import default_prior
 from service.domain.records import ObservedRun
 from service.usecases import registry
-from service.usecases.nightly.passes import PassOptions, run_pass
 from service.usecases.refit import InPass
 from service.usecases.results.loop import PassOutcome
-from tests.fakes import FakeRunSource
 from tests.integration.test_pass_pages import HOUR, NOW, a_run, save
+from tests.integration.test_pass_refit import Watched
+from tests.integration.test_pass_refit import a_pass as refit_pass
 
 SINCE = NOW - 400 * 24 * HOUR
 
@@ -35,14 +33,7 @@ SINCE = NOW - 400 * 24 * HOUR
 def a_pass(engine: Engine, runs: list[ObservedRun]) -> PassOutcome:
     """A pass with its refit (which reads ahead, from the snapshot, and keeps one)."""
     in_pass = InPass(default_prior(), FitParameters(), lambda: SqlUnitOfWork(engine))
-    outcome = run_pass(
-        SqlUnitOfWork(engine),
-        FakeRunSource(runs=runs),
-        locks.pass_lock(engine),
-        SystemClock(),
-        PassOptions(write_back=False, full=True),
-        refit=in_pass,
-    )
+    outcome = refit_pass(engine, runs, Watched(in_pass))
     for thread in threading.enumerate():  # the snapshot is kept beside the pass's end
         if thread.name == "reckon-refit-keep":
             thread.join(timeout=60)
@@ -146,8 +137,8 @@ def test_a_snapshot_read_from_later_than_asked_is_not_used(engine: Engine) -> No
     with SqlUnitOfWork(engine) as uow:
         version = uow.links.version()
         stored = snapshots.load(uow.session, version, SINCE)
-        assert stored is not None and stored.rows.since is not None
-        since = stored.rows.since
+        assert stored is not None and stored.since is not None
+        since = stored.since
         assert snapshots.load(uow.session, version, since) is not None
         assert snapshots.load(uow.session, version, since - timedelta(seconds=1)) is None
         assert snapshots.load(uow.session, version, None) is None

@@ -62,7 +62,7 @@ class ObservationRepository:
         else:
             later = RECON_COLUMNS.pass_id > stored.through_pass_id
             touched = select(RECON_COLUMNS.id).where(later)
-            rows = self._completed(stored.rows, touched, later, RECON_COLUMNS, since, ids=True)
+            rows = self._completed(stored, touched, later, RECON_COLUMNS, since, ids=True)
         return dataclasses.replace(rows, links_version=version, through_pass_id=pass_id - 1)
 
     def keep(self, ahead: object) -> None:
@@ -196,6 +196,4 @@ class ObservationRepository:
 
 def _covers(ahead: object | None, since: datetime | None) -> bool:
     """Whether an early read (`prefetch`) holds every row a read from `since` needs."""
-    return isinstance(ahead, ObservationRows) and (
-        ahead.since is None or (since is not None and ahead.since <= since)
-    )
+    return isinstance(ahead, ObservationRows) and ahead.covers(since)

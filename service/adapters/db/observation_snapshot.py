@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -45,19 +45,14 @@ class ObservationRows:
     def __len__(self) -> int:
         return len(self.data)
 
-
-@dataclass(frozen=True)
-class Stored:
-    """A snapshot that still holds: its rows, and the last pass whose rows it has (every
-    one of them, and none later)."""
-
-    rows: ObservationRows
-    through_pass_id: int
+    def covers(self, since: datetime | None) -> bool:
+        """Whether these rows hold every row a read from `since` needs."""
+        return self.since is None or (since is not None and self.since <= since)
 
 
-def load(session: Session, version: int, since: datetime | None) -> Stored | None:
-    """The stored snapshot, when it was stored at links `version`, in this format, and holds
-    every row a read from `since` needs; else None."""
+def load(session: Session, version: int, since: datetime | None) -> ObservationRows | None:
+    """The stored snapshot (with the links' version and the pass it holds every row of),
+    when it was stored at links `version`, in this format, and covers `since`; else None."""
     query = select(
         ObservationSnapshotRow.links_version,
         ObservationSnapshotRow.through_pass_id,
@@ -69,9 +64,9 @@ def load(session: Session, version: int, since: datetime | None) -> Stored | Non
         return None
     _, through_pass_id, payload = found[0]
     rows = decode(bytes(payload))
-    if rows is None or not (rows.since is None or (since is not None and rows.since <= since)):
+    if rows is None or not rows.covers(since):
         return None
-    return Stored(rows, int(through_pass_id))
+    return replace(rows, links_version=version, through_pass_id=int(through_pass_id))
 
 
 def save(session: Session, rows: ObservationRows, *, now: datetime) -> None:
