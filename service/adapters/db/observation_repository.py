@@ -173,10 +173,13 @@ class ObservationRepository:
             row_ids=ids,
         )
         if len(new) or replaced.size:
-            kept = np.flatnonzero(~np.isin(row_ids, replaced))
-            data = concatenate(data.take(kept), new)
+            if replaced.size:
+                kept = np.flatnonzero(~np.isin(row_ids, replaced))
+                data, row_ids = data.take(kept), row_ids[kept]
+            # (nothing replaced, the usual night: no copy of every row before the join)
+            data = concatenate(data, new)
             added = new_ids if new_ids is not None else np.full(len(new), -1, np.int64)
-            row_ids = np.concatenate([row_ids[kept], added])
+            row_ids = np.concatenate([row_ids, added])
             if np.any(data.ended_at[1:] < data.ended_at[:-1]):  # else already in order
                 order = np.argsort(data.ended_at, kind="stable")
                 data, row_ids = data.take(order), row_ids[order]
